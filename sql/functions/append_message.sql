@@ -1,0 +1,30 @@
+-- append_message: a child of the current head (a root if there is none), and
+-- the head moves to it. A repeat with the same p_message_id is recognised
+-- before any other check and returns the first result, writing nothing.
+CREATE OR REPLACE FUNCTION convo.append_message(
+    p_conversation_id uuid,
+    p_role            text,
+    p_parts           jsonb,
+    p_expected_head   uuid DEFAULT NULL,
+    p_message_id      uuid DEFAULT NULL,
+    p_moved_by        text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_head uuid := convo.lock_conversation(p_conversation_id);
+    v_id   uuid := coalesce(p_message_id, gen_random_uuid());
+BEGIN
+    IF convo.is_retry(p_conversation_id, p_message_id, p_role, p_parts, NULL, false) THEN
+        RETURN p_message_id;
+    END IF;
+    PERFORM convo.check_expected_head(p_conversation_id, p_expected_head, v_head);
+    PERFORM convo.insert_message(p_conversation_id, v_id, v_head, p_role, p_parts, NULL);
+    PERFORM convo.move_head_to(p_conversation_id, v_id, 'append', p_moved_by);
+    RETURN v_id;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.append_message(uuid, text, jsonb, uuid, uuid, text) IS
+    'Append a message under the current head and move the head to it; compare-and-set with p_expected_head, retry-safe by p_message_id.';

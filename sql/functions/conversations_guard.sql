@@ -1,0 +1,22 @@
+-- conversations_guard: of a conversation only the head (and, for erasure,
+-- the metadata) may change; its id, owner and creation time are fixed, and
+-- a head once set is never unset (the head always names a message).
+CREATE OR REPLACE FUNCTION convo.conversations_guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+BEGIN
+    IF NEW.id IS DISTINCT FROM OLD.id
+       OR NEW.owner_id IS DISTINCT FROM OLD.owner_id
+       OR NEW.created_at IS DISTINCT FROM OLD.created_at THEN
+        RAISE EXCEPTION 'a conversation''s id, owner_id and created_at never change'
+            USING ERRCODE = 'CV005', DETAIL = format('conversation %s', OLD.id);
+    END IF;
+    IF OLD.head_message_id IS NOT NULL AND NEW.head_message_id IS NULL THEN
+        RAISE EXCEPTION 'the head of a conversation cannot be unset'
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, head %s', OLD.id, OLD.head_message_id);
+    END IF;
+    RETURN NEW;
+END;
+$$;

@@ -1,0 +1,59 @@
+-- create_conversation: a new conversation; with a system prompt, a root
+-- system message that becomes the head (head-log reason 'create').
+-- Retry-safe through p_conversation_id: the same call returns the same id.
+CREATE OR REPLACE FUNCTION convo.create_conversation(
+    p_owner_id        text,
+    p_system_prompt   text DEFAULT NULL,
+    p_metadata        jsonb DEFAULT '{}',
+    p_conversation_id uuid DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_id       uuid := coalesce(p_conversation_id, gen_random_uuid());
+    v_existing convo.conversations;
+    v_root     uuid;
+    v_parts    jsonb := CASE WHEN p_system_prompt IS NOT NULL
+                             THEN jsonb_build_array(jsonb_build_object('type', 'text', 'text', p_system_prompt)) END;
+BEGIN
+    IF p_owner_id IS NULL OR p_owner_id = '' THEN
+        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011';
+    END IF;
+    IF p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
+        RAISE EXCEPTION 'p_metadata must be a JSON object' USING ERRCODE = 'CV011';
+    END IF;
+    IF octet_length(p_metadata::text) > convo.max_metadata_bytes() THEN
+        RAISE EXCEPTION 'conversation metadata is larger than % bytes', convo.max_metadata_bytes()
+            USING ERRCODE = 'CV010', DETAIL = format('%s bytes', octet_length(p_metadata::text));
+    END IF;
+
+    INSERT INTO convo.conversations (id, owner_id, metadata)
+    VALUES (v_id, p_owner_id, p_metadata)
+    ON CONFLICT (id) DO NOTHING;
+    IF NOT FOUND THEN
+        -- A retry: the same owner, metadata and system prompt return the first result.
+        PERFORM convo.lock_conversation(v_id);
+        SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id;
+        SELECT m.id INTO v_root FROM convo.messages m
+         WHERE m.conversation_id = v_id AND m.parent_id IS NULL AND m.sibling_index = 1 AND m.role = 'system';
+        IF v_existing.owner_id IS DISTINCT FROM p_owner_id
+           OR v_existing.metadata IS DISTINCT FROM p_metadata
+           OR convo.message_parts_of(v_id, v_root) IS DISTINCT FROM v_parts THEN
+            RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
+                USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
+        END IF;
+        RETURN v_id;
+    END IF;
+
+    IF p_system_prompt IS NOT NULL THEN
+        v_root := gen_random_uuid();
+        PERFORM convo.insert_message(v_id, v_root, NULL, 'system', v_parts, NULL);
+        PERFORM convo.move_head_to(v_id, v_root, 'create', NULL);
+    END IF;
+    RETURN v_id;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.create_conversation(text, text, jsonb, uuid) IS
+    'New conversation for an owner; a system prompt becomes the root message and the head. Retry-safe by p_conversation_id.';

@@ -1,0 +1,17 @@
+-- edit_and_resend: a user message's sibling (branch_reason 'user_edit'); the
+-- head moves to it and the old subtree stays, unchanged, off the path.
+CREATE OR REPLACE FUNCTION convo.edit_and_resend(
+    p_conversation_id uuid,
+    p_message_id      uuid,
+    p_parts           jsonb,
+    p_expected_head   uuid DEFAULT NULL,
+    p_new_message_id  uuid DEFAULT NULL,
+    p_moved_by        text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE sql
+SET search_path = pg_catalog, convo
+RETURN convo.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_head,
+                         p_new_message_id, p_moved_by, 'user', 'user_edit');
+
+COMMENT ON FUNCTION convo.edit_and_resend(uuid, uuid, jsonb, uuid, uuid, text) IS
+    'Edit a user message: insert its sibling (branch_reason user_edit) and move the head to it; nothing is updated or deleted.';

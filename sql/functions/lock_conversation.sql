@@ -1,0 +1,25 @@
+-- lock_conversation: takes the conversation's row lock (FOR NO KEY UPDATE),
+-- which every write to a conversation takes first, so writes to one
+-- conversation serialize; returns the current head. CV002 if it does not exist.
+CREATE OR REPLACE FUNCTION convo.lock_conversation(p_conversation_id uuid)
+RETURNS uuid
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_head uuid;
+BEGIN
+    IF p_conversation_id IS NULL THEN
+        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011';
+    END IF;
+    SELECT c.head_message_id INTO v_head
+      FROM convo.conversations c
+     WHERE c.id = p_conversation_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'conversation % does not exist', p_conversation_id
+            USING ERRCODE = 'CV002', DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    RETURN v_head;
+END;
+$$;

@@ -1,0 +1,31 @@
+-- message_ref: the message a call names, in the conversation it names.
+-- A message of another conversation is CV003, no such message CV002.
+CREATE OR REPLACE FUNCTION convo.message_ref(p_conversation_id uuid, p_message_id uuid)
+RETURNS convo.messages
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_message convo.messages;
+    v_other   uuid;
+BEGIN
+    IF p_message_id IS NULL THEN
+        RAISE EXCEPTION 'a message id is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    SELECT * INTO v_message FROM convo.messages m
+     WHERE m.conversation_id = p_conversation_id AND m.id = p_message_id;
+    IF FOUND THEN
+        RETURN v_message;
+    END IF;
+    SELECT m.conversation_id INTO v_other FROM convo.messages m WHERE m.id = p_message_id LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'message % belongs to another conversation', p_message_id
+            USING ERRCODE = 'CV003',
+                  DETAIL = format('message %s, conversation %s, named in conversation %s', p_message_id, v_other, p_conversation_id);
+    END IF;
+    RAISE EXCEPTION 'message % does not exist', p_message_id
+        USING ERRCODE = 'CV002', DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id);
+END;
+$$;

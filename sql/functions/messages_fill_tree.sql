@@ -1,0 +1,38 @@
+-- messages_fill_tree: computes a new message's place in the tree (depth,
+-- sibling_index, branch_id, created_at) from its parent, whoever inserts it,
+-- under the conversation's row lock so that concurrent writers serialize.
+CREATE OR REPLACE FUNCTION convo.messages_fill_tree()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_parent convo.messages;
+BEGIN
+    PERFORM convo.lock_conversation(NEW.conversation_id);
+    IF NEW.parent_id IS NULL THEN
+        NEW.depth := 0;
+        SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
+          FROM convo.messages m
+         WHERE m.conversation_id = NEW.conversation_id AND m.parent_id IS NULL;
+        NEW.branch_id := NEW.id;
+    ELSE
+        v_parent := convo.message_ref(NEW.conversation_id, NEW.parent_id);
+        NEW.depth := v_parent.depth + 1;
+        SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
+          FROM convo.messages m
+         WHERE m.conversation_id = NEW.conversation_id AND m.parent_id = NEW.parent_id;
+        NEW.branch_id := CASE WHEN NEW.sibling_index = 1 THEN v_parent.branch_id ELSE NEW.id END;
+    END IF;
+    IF NEW.sibling_index = 1 AND NEW.branch_reason IS NOT NULL THEN
+        RAISE EXCEPTION 'a first child has no branch_reason'
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('message %s, parent %s, branch_reason %s', NEW.id, NEW.parent_id, NEW.branch_reason);
+    END IF;
+    IF NEW.sibling_index > 1 AND NEW.branch_reason IS NULL THEN
+        NEW.branch_reason := 'branch';
+    END IF;
+    NEW.created_at := clock_timestamp();
+    RETURN NEW;
+END;
+$$;

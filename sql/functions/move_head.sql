@@ -1,0 +1,30 @@
+-- move_head: a branch switch: the head names any message of the conversation.
+-- p_reason is free text in lower snake case; 'create' and 'direct_update'
+-- are kept for the database's own log rows.
+CREATE OR REPLACE FUNCTION convo.move_head(
+    p_conversation_id uuid,
+    p_message_id      uuid,
+    p_reason          text DEFAULT 'switch',
+    p_expected_head   uuid DEFAULT NULL,
+    p_moved_by        text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_head uuid;
+BEGIN
+    IF p_reason IS NULL OR p_reason !~ '^[a-z][a-z0-9_]{0,62}$' OR p_reason IN ('create', 'direct_update') THEN
+        RAISE EXCEPTION 'invalid head-move reason %', coalesce(quote_literal(p_reason), 'NULL')
+            USING ERRCODE = 'CV011',
+                  HINT = 'A reason is 1 to 63 characters of a-z, 0-9 and _, starting with a letter; create and direct_update are reserved.';
+    END IF;
+    v_head := convo.lock_conversation(p_conversation_id);
+    PERFORM convo.message_ref(p_conversation_id, p_message_id);
+    PERFORM convo.check_expected_head(p_conversation_id, p_expected_head, v_head);
+    PERFORM convo.move_head_to(p_conversation_id, p_message_id, p_reason, p_moved_by);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.move_head(uuid, uuid, text, uuid, text) IS
+    'Switch branch: move the head to any message of the conversation (logged with p_reason); a no-op if it is already there.';

@@ -1,0 +1,18 @@
+-- path: the live conversation, root to head: what a chat UI reads on every
+-- page load. CV002 for an unknown conversation; empty before the first message.
+CREATE OR REPLACE FUNCTION convo.path(p_conversation_id uuid)
+RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, convo
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT * FROM convo.path_from(p_conversation_id,
+                                  (convo.conversation_ref(p_conversation_id)).head_message_id);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.path(uuid) IS
+    'The live path, root to head (depth 0 first), with parts and sibling position ("< 2/3 >").';

@@ -1,0 +1,17 @@
+-- path_at: the path that was live at an instant ("which conversation did the
+-- customer see at 14:03"); empty if there was no head yet.
+CREATE OR REPLACE FUNCTION convo.path_at(p_conversation_id uuid, p_at timestamptz)
+RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, convo
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT * FROM convo.path_from(p_conversation_id, convo.head_at(p_conversation_id, p_at));
+END;
+$$;
+
+COMMENT ON FUNCTION convo.path_at(uuid, timestamptz) IS
+    'The path that was live at instant p_at (root to the head of that time); empty before the first head.';

@@ -1,0 +1,15 @@
+-- refuse_change: the trigger function behind every append-only table.
+-- A statement-level BEFORE trigger (ENABLE ALWAYS) so it also stops the table
+-- owner, TRUNCATE, and sessions with session_replication_role = replica.
+CREATE OR REPLACE FUNCTION convo.refuse_change()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+BEGIN
+    RAISE EXCEPTION 'convo.% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'CV005',
+              DETAIL = format('table convo.%s, operation %s, role %s', TG_TABLE_NAME, TG_OP, current_user),
+              HINT = 'Nothing in the conversation tree is updated or deleted: insert a sibling or move the head instead.';
+END;
+$$;

@@ -1,0 +1,17 @@
+-- regenerate: an assistant message's sibling (branch_reason 'regenerate');
+-- the head moves to it and the old answer stays as an alternative.
+CREATE OR REPLACE FUNCTION convo.regenerate(
+    p_conversation_id uuid,
+    p_message_id      uuid,
+    p_parts           jsonb,
+    p_expected_head   uuid DEFAULT NULL,
+    p_new_message_id  uuid DEFAULT NULL,
+    p_moved_by        text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE sql
+SET search_path = pg_catalog, convo
+RETURN convo.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_head,
+                         p_new_message_id, p_moved_by, 'assistant', 'regenerate');
+
+COMMENT ON FUNCTION convo.regenerate(uuid, uuid, jsonb, uuid, uuid, text) IS
+    'Regenerate an assistant message: insert its sibling (branch_reason regenerate) and move the head to it.';

@@ -158,11 +158,9 @@ BEGIN
         SELECT b.sibling_id, c.id, c.created_at
           FROM below b
           JOIN convo.messages c ON c.conversation_id = p_conversation_id AND c.parent_id = b.id
-    ), on_path AS (
-        SELECT hp.message_id FROM convo.path_from(p_conversation_id, v_head) hp
     )
     SELECT s.id, s.branch_reason, s.created_at,
-           EXISTS (SELECT 1 FROM on_path op WHERE op.message_id = s.id),
+           convo.is_on_path(p_conversation_id, s.id, v_head),
            (SELECT b.id FROM below b
              WHERE b.sibling_id = s.id
                AND NOT EXISTS (SELECT 1 FROM convo.messages c
@@ -355,24 +353,6 @@ $$;
 COMMENT ON FUNCTION convo.create_conversation(text, text, jsonb, uuid) IS
     'New conversation for an owner; a system prompt becomes the root message and the head. Retry-safe by p_conversation_id.';
 
--- edit_and_resend: a user message's sibling (branch_reason 'user_edit'); the
--- head moves to it and the old subtree stays, unchanged, off the path.
-CREATE OR REPLACE FUNCTION convo.edit_and_resend(
-    p_conversation_id uuid,
-    p_message_id      uuid,
-    p_parts           jsonb,
-    p_expected_head   uuid DEFAULT NULL,
-    p_new_message_id  uuid DEFAULT NULL,
-    p_moved_by        text DEFAULT NULL)
-RETURNS uuid
-LANGUAGE sql
-SET search_path = pg_catalog, convo
-RETURN convo.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_head,
-                         p_new_message_id, p_moved_by, 'user', 'user_edit');
-
-COMMENT ON FUNCTION convo.edit_and_resend(uuid, uuid, jsonb, uuid, uuid, text) IS
-    'Edit a user message: insert its sibling (branch_reason user_edit) and move the head to it; nothing is updated or deleted.';
-
 -- head_at: the head at an instant, read from the head log (the last move at
 -- or before p_at); NULL if the conversation had no head yet.
 CREATE OR REPLACE FUNCTION convo.head_at(p_conversation_id uuid, p_at timestamptz)
@@ -533,46 +513,6 @@ BEGIN
 END;
 $$;
 
--- max_message_bytes: the size cap on the parts of a whole message (4 MiB of JSON), in bytes of
--- jsonb's text form; larger input raises CV010. A function so clients can read it.
-CREATE OR REPLACE FUNCTION convo.max_message_bytes()
-RETURNS int
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-RETURN 4194304;
-
-COMMENT ON FUNCTION convo.max_message_bytes() IS 'Size cap in bytes on the parts of a whole message (4 MiB of JSON); larger input raises CV010.';
-
--- max_metadata_bytes: the size cap on conversation metadata (256 KiB of JSON), in bytes of
--- jsonb's text form; larger input raises CV010. A function so clients can read it.
-CREATE OR REPLACE FUNCTION convo.max_metadata_bytes()
-RETURNS int
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-RETURN 262144;
-
-COMMENT ON FUNCTION convo.max_metadata_bytes() IS 'Size cap in bytes on conversation metadata (256 KiB of JSON); larger input raises CV010.';
-
--- max_part_bytes: the size cap on one message part (1 MiB of JSON), in bytes of
--- jsonb's text form; larger input raises CV010. A function so clients can read it.
-CREATE OR REPLACE FUNCTION convo.max_part_bytes()
-RETURNS int
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-RETURN 1048576;
-
-COMMENT ON FUNCTION convo.max_part_bytes() IS 'Size cap in bytes on one message part (1 MiB of JSON); larger input raises CV010.';
-
--- max_tool_input_bytes: the size cap on one tool_use input (256 KiB of JSON), in bytes of
--- jsonb's text form; larger input raises CV010. A function so clients can read it.
-CREATE OR REPLACE FUNCTION convo.max_tool_input_bytes()
-RETURNS int
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-RETURN 262144;
-
-COMMENT ON FUNCTION convo.max_tool_input_bytes() IS 'Size cap in bytes on one tool_use input (256 KiB of JSON); larger input raises CV010.';
-
 -- message_parts_check: every part is well formed for its type and fits its
 -- message's role, whoever inserts it; derives type, tool_call_id and
 -- tool_name from the body (CHECK constraints tie them together).
@@ -655,16 +595,6 @@ BEGIN
     RETURN NEW;
 END;
 $$;
-
--- message_parts_of: a message's parts as the JSON array they were given in.
-CREATE OR REPLACE FUNCTION convo.message_parts_of(p_conversation_id uuid, p_message_id uuid)
-RETURNS jsonb
-LANGUAGE sql
-STABLE
-SET search_path = pg_catalog, convo
-RETURN (SELECT jsonb_agg(p.body ORDER BY p.ordinal)
-          FROM convo.message_parts p
-         WHERE p.conversation_id = p_conversation_id AND p.message_id = p_message_id);
 
 -- message_ref: the message a call names, in the conversation it names.
 -- A message of another conversation is CV003, no such message CV002.
@@ -830,44 +760,6 @@ $$;
 COMMENT ON FUNCTION convo.path_at(uuid, timestamptz) IS
     'The path that was live at instant p_at (root to the head of that time); empty before the first head.';
 
--- path_from: the path from the root to p_head_id, depth 0 first. A branch is
--- a run of first children stored under one branch_id, so the path is one
--- index range scan per branch point on it: close to reading a flat list.
--- sibling_count comes from the few siblings after the first (messages_forks_idx).
-CREATE OR REPLACE FUNCTION convo.path_from(p_conversation_id uuid, p_head_id uuid)
-RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
-               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
-LANGUAGE sql
-STABLE
-SET search_path = pg_catalog, convo
-BEGIN ATOMIC
-    WITH RECURSIVE segments (branch_id, max_depth) AS (
-        SELECT h.branch_id, h.depth
-          FROM convo.messages h
-         WHERE h.conversation_id = p_conversation_id AND h.id = p_head_id
-        UNION ALL
-        SELECT fork.branch_id, fork.depth
-          FROM segments s
-          JOIN convo.messages start ON start.conversation_id = p_conversation_id AND start.id = s.branch_id
-          JOIN convo.messages fork ON fork.conversation_id = p_conversation_id AND fork.id = start.parent_id
-    ), forks AS MATERIALIZED (
-        SELECT f.parent_id, max(f.sibling_index) AS sibling_count
-          FROM convo.messages f
-         WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
-         GROUP BY f.parent_id
-    )
-    SELECT m.depth, m.id, m.parent_id, m.role,
-           (SELECT jsonb_agg(p.body ORDER BY p.ordinal)
-              FROM convo.message_parts p
-             WHERE p.conversation_id = p_conversation_id AND p.message_id = m.id),
-           m.branch_reason, m.created_at, m.sibling_index,
-           coalesce((SELECT f.sibling_count FROM forks f WHERE f.parent_id IS NOT DISTINCT FROM m.parent_id), 1)::int
-      FROM segments s
-      JOIN convo.messages m
-        ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth
-     ORDER BY m.depth;
-END;
-
 -- refuse_change: the trigger function behind every append-only table.
 -- A statement-level BEFORE trigger (ENABLE ALWAYS) so it also stops the table
 -- owner, TRUNCATE, and sessions with session_replication_role = replica.
@@ -883,6 +775,144 @@ BEGIN
               HINT = 'Nothing in the conversation tree is updated or deleted: insert a sibling or move the head instead.';
 END;
 $$;
+
+-- path_segments: the branches that the path from the root to p_head_id runs
+-- through, each with the deepest message of it on the path. A branch is a run
+-- of first children, so there is one row per branch point on the path (one
+-- row for a conversation that never branched): the walk up costs the number
+-- of branch points, not the number of messages.
+CREATE OR REPLACE FUNCTION convo.path_segments(p_conversation_id uuid, p_head_id uuid)
+RETURNS TABLE (branch_id uuid, max_depth int)
+LANGUAGE sql
+STABLE
+ROWS 4
+SET search_path = pg_catalog, convo
+BEGIN ATOMIC
+    WITH RECURSIVE segments (branch_id, max_depth) AS (
+        SELECT h.branch_id, h.depth
+          FROM convo.messages h
+         WHERE h.conversation_id = p_conversation_id AND h.id = p_head_id
+        UNION ALL
+        SELECT fork.branch_id, fork.depth
+          FROM segments s
+          JOIN convo.messages start ON start.conversation_id = p_conversation_id AND start.id = s.branch_id
+          JOIN convo.messages fork ON fork.conversation_id = p_conversation_id AND fork.id = start.parent_id
+    )
+    SELECT s.branch_id, s.max_depth FROM segments s;
+END;
+
+-- edit_and_resend: a user message's sibling (branch_reason 'user_edit'); the
+-- head moves to it and the old subtree stays, unchanged, off the path.
+CREATE OR REPLACE FUNCTION convo.edit_and_resend(
+    p_conversation_id uuid,
+    p_message_id      uuid,
+    p_parts           jsonb,
+    p_expected_head   uuid DEFAULT NULL,
+    p_new_message_id  uuid DEFAULT NULL,
+    p_moved_by        text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE sql
+SET search_path = pg_catalog, convo
+RETURN convo.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_head,
+                         p_new_message_id, p_moved_by, 'user', 'user_edit');
+
+COMMENT ON FUNCTION convo.edit_and_resend(uuid, uuid, jsonb, uuid, uuid, text) IS
+    'Edit a user message: insert its sibling (branch_reason user_edit) and move the head to it; nothing is updated or deleted.';
+
+-- is_on_path: whether a message sits on the path from the root to p_head_id
+-- (is the head or one of its ancestors), by the same branch walk as path.
+CREATE OR REPLACE FUNCTION convo.is_on_path(p_conversation_id uuid, p_message_id uuid, p_head_id uuid)
+RETURNS boolean
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, convo
+BEGIN ATOMIC
+    SELECT EXISTS (
+        SELECT 1
+          FROM convo.path_segments(p_conversation_id, p_head_id) s
+          JOIN convo.messages m
+            ON m.conversation_id = p_conversation_id AND m.id = p_message_id
+         WHERE m.branch_id = s.branch_id AND m.depth <= s.max_depth);
+END;
+
+-- max_message_bytes: the size cap on the parts of a whole message (4 MiB of JSON), in bytes of
+-- jsonb's text form; larger input raises CV010. A function so clients can read it.
+CREATE OR REPLACE FUNCTION convo.max_message_bytes()
+RETURNS int
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+RETURN 4194304;
+
+COMMENT ON FUNCTION convo.max_message_bytes() IS 'Size cap in bytes on the parts of a whole message (4 MiB of JSON); larger input raises CV010.';
+
+-- max_metadata_bytes: the size cap on conversation metadata (256 KiB of JSON), in bytes of
+-- jsonb's text form; larger input raises CV010. A function so clients can read it.
+CREATE OR REPLACE FUNCTION convo.max_metadata_bytes()
+RETURNS int
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+RETURN 262144;
+
+COMMENT ON FUNCTION convo.max_metadata_bytes() IS 'Size cap in bytes on conversation metadata (256 KiB of JSON); larger input raises CV010.';
+
+-- max_part_bytes: the size cap on one message part (1 MiB of JSON), in bytes of
+-- jsonb's text form; larger input raises CV010. A function so clients can read it.
+CREATE OR REPLACE FUNCTION convo.max_part_bytes()
+RETURNS int
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+RETURN 1048576;
+
+COMMENT ON FUNCTION convo.max_part_bytes() IS 'Size cap in bytes on one message part (1 MiB of JSON); larger input raises CV010.';
+
+-- max_tool_input_bytes: the size cap on one tool_use input (256 KiB of JSON), in bytes of
+-- jsonb's text form; larger input raises CV010. A function so clients can read it.
+CREATE OR REPLACE FUNCTION convo.max_tool_input_bytes()
+RETURNS int
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+RETURN 262144;
+
+COMMENT ON FUNCTION convo.max_tool_input_bytes() IS 'Size cap in bytes on one tool_use input (256 KiB of JSON); larger input raises CV010.';
+
+-- message_parts_of: a message's parts as the JSON array they were given in.
+CREATE OR REPLACE FUNCTION convo.message_parts_of(p_conversation_id uuid, p_message_id uuid)
+RETURNS jsonb
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, convo
+RETURN (SELECT jsonb_agg(p.body ORDER BY p.ordinal)
+          FROM convo.message_parts p
+         WHERE p.conversation_id = p_conversation_id AND p.message_id = p_message_id);
+
+-- path_from: the path from the root to p_head_id, depth 0 first: one index
+-- range scan (branch_id, depth) per segment from path_segments, so reading
+-- it costs close to reading a flat list. sibling_count comes from the few
+-- siblings after the first (messages_forks_idx).
+CREATE OR REPLACE FUNCTION convo.path_from(p_conversation_id uuid, p_head_id uuid)
+RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, convo
+BEGIN ATOMIC
+    WITH forks AS MATERIALIZED (
+        SELECT f.parent_id, max(f.sibling_index) AS sibling_count
+          FROM convo.messages f
+         WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
+         GROUP BY f.parent_id
+    )
+    SELECT m.depth, m.id, m.parent_id, m.role,
+           (SELECT jsonb_agg(p.body ORDER BY p.ordinal)
+              FROM convo.message_parts p
+             WHERE p.conversation_id = p_conversation_id AND p.message_id = m.id),
+           m.branch_reason, m.created_at, m.sibling_index,
+           coalesce((SELECT f.sibling_count FROM forks f WHERE f.parent_id IS NOT DISTINCT FROM m.parent_id), 1)::int
+      FROM convo.path_segments(p_conversation_id, p_head_id) s
+      JOIN convo.messages m
+        ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth
+     ORDER BY m.depth;
+END;
 
 -- regenerate: an assistant message's sibling (branch_reason 'regenerate');
 -- the head moves to it and the old answer stays as an alternative.

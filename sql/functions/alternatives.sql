@@ -24,11 +24,9 @@ BEGIN
         SELECT b.sibling_id, c.id, c.created_at
           FROM below b
           JOIN convo.messages c ON c.conversation_id = p_conversation_id AND c.parent_id = b.id
-    ), on_path AS (
-        SELECT hp.message_id FROM convo.path_from(p_conversation_id, v_head) hp
     )
     SELECT s.id, s.branch_reason, s.created_at,
-           EXISTS (SELECT 1 FROM on_path op WHERE op.message_id = s.id),
+           convo.is_on_path(p_conversation_id, s.id, v_head),
            (SELECT b.id FROM below b
              WHERE b.sibling_id = s.id
                AND NOT EXISTS (SELECT 1 FROM convo.messages c

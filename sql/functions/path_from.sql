@@ -1,7 +1,7 @@
--- path_from: the path from the root to p_head_id, depth 0 first. A branch is
--- a run of first children stored under one branch_id, so the path is one
--- index range scan per branch point on it: close to reading a flat list.
--- sibling_count comes from the few siblings after the first (messages_forks_idx).
+-- path_from: the path from the root to p_head_id, depth 0 first: one index
+-- range scan (branch_id, depth) per segment from path_segments, so reading
+-- it costs close to reading a flat list. sibling_count comes from the few
+-- siblings after the first (messages_forks_idx).
 CREATE OR REPLACE FUNCTION convo.path_from(p_conversation_id uuid, p_head_id uuid)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
                branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
@@ -9,16 +9,7 @@ LANGUAGE sql
 STABLE
 SET search_path = pg_catalog, convo
 BEGIN ATOMIC
-    WITH RECURSIVE segments (branch_id, max_depth) AS (
-        SELECT h.branch_id, h.depth
-          FROM convo.messages h
-         WHERE h.conversation_id = p_conversation_id AND h.id = p_head_id
-        UNION ALL
-        SELECT fork.branch_id, fork.depth
-          FROM segments s
-          JOIN convo.messages start ON start.conversation_id = p_conversation_id AND start.id = s.branch_id
-          JOIN convo.messages fork ON fork.conversation_id = p_conversation_id AND fork.id = start.parent_id
-    ), forks AS MATERIALIZED (
+    WITH forks AS MATERIALIZED (
         SELECT f.parent_id, max(f.sibling_index) AS sibling_count
           FROM convo.messages f
          WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
@@ -30,7 +21,7 @@ BEGIN ATOMIC
              WHERE p.conversation_id = p_conversation_id AND p.message_id = m.id),
            m.branch_reason, m.created_at, m.sibling_index,
            coalesce((SELECT f.sibling_count FROM forks f WHERE f.parent_id IS NOT DISTINCT FROM m.parent_id), 1)::int
-      FROM segments s
+      FROM convo.path_segments(p_conversation_id, p_head_id) s
       JOIN convo.messages m
         ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth
      ORDER BY m.depth;

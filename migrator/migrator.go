@@ -1,0 +1,242 @@
+// Package migrator applies pgconvo's embedded SQL migrations with
+// golang-migrate, over the pgx driver. It knows migrations and nothing else:
+// the schema itself lives in the SQL.
+package migrator
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+
+	"github.com/golang-migrate/migrate/v4"
+	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	_ "github.com/jackc/pgx/v5/stdlib" // Registers the "pgx" database/sql driver.
+
+	pgconvosql "github.com/pgconvo/pgconvo/sql"
+)
+
+// Migrator runs the embedded migrations against one database. golang-migrate
+// holds a PostgreSQL advisory lock while it changes the schema, so two
+// migrators on the same database take turns.
+type Migrator struct {
+	m *migrate.Migrate
+}
+
+// Open connects to the database at url (postgres:// or postgresql://) and
+// returns a Migrator that owns the connection. Call Close when done.
+func Open(url string) (*Migrator, error) {
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return nil, fmt.Errorf("opening database: %w", err)
+	}
+	m, err := New(db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// New returns a Migrator over db. The Migrator takes db over: Close closes
+// it, because golang-migrate's driver closes the pool it was given.
+func New(db *sql.DB) (*Migrator, error) {
+	if err := Check(pgconvosql.Migrations); err != nil {
+		return nil, err
+	}
+	src, err := iofs.New(pgconvosql.Migrations, ".")
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded migrations: %w", err)
+	}
+	drv, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{})
+	if err != nil {
+		src.Close()
+		return nil, fmt.Errorf("preparing the migrations table: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
+	if err != nil {
+		src.Close()
+		drv.Close()
+		return nil, fmt.Errorf("setting up golang-migrate: %w", err)
+	}
+	return &Migrator{m: m}, nil
+}
+
+// Close releases the Migrator's connection and closes its database pool.
+func (g *Migrator) Close() error {
+	srcErr, dbErr := g.m.Close()
+	if err := errors.Join(srcErr, dbErr); err != nil {
+		return fmt.Errorf("closing migrator: %w", err)
+	}
+	return nil
+}
+
+// Up applies every pending migration. Having nothing to do is success.
+func (g *Migrator) Up(ctx context.Context) error {
+	return g.run(ctx, "migrating up", g.m.Up)
+}
+
+// Down reverts n migrations, or every applied migration when n is 0.
+// Having nothing to do is success.
+func (g *Migrator) Down(ctx context.Context, n int) error {
+	if n < 0 {
+		return fmt.Errorf("migrating down: step count %d is negative", n)
+	}
+	if n == 0 {
+		return g.run(ctx, "migrating all the way down", g.m.Down)
+	}
+	return g.run(ctx, fmt.Sprintf("migrating down %d step(s)", n), func() error { return g.m.Steps(-n) })
+}
+
+// Goto migrates up or down to version v. Version 0 is not a migration: use
+// Down(ctx, 0) to revert everything.
+func (g *Migrator) Goto(ctx context.Context, v uint) error {
+	if v == 0 {
+		return g.Down(ctx, 0)
+	}
+	return g.run(ctx, fmt.Sprintf("migrating to version %d", v), func() error { return g.m.Migrate(v) })
+}
+
+// Version returns the database's current version, 0 when no migration has
+// been applied, and whether the last migration failed half way.
+func (g *Migrator) Version(ctx context.Context) (v uint, dirty bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	v, dirty, err = g.m.Version()
+	if errors.Is(err, migrate.ErrNilVersion) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the schema version: %w", err)
+	}
+	return v, dirty, nil
+}
+
+// Force records version v as applied and clean without running anything;
+// 0 (or -1, golang-migrate's spelling) records that nothing is applied. Use
+// it to recover from a dirty database after repairing the schema by hand.
+func (g *Migrator) Force(ctx context.Context, v int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if v == 0 {
+		v = -1 // golang-migrate has no version 0; -1 means "none applied".
+	}
+	if err := g.m.Force(v); err != nil {
+		return fmt.Errorf("forcing version %d: %w", v, err)
+	}
+	return nil
+}
+
+// Status lists every embedded migration in version order and marks those
+// the database has applied.
+func (g *Migrator) Status(ctx context.Context) ([]Migration, error) {
+	all, err := List(pgconvosql.Migrations)
+	if err != nil {
+		return nil, err
+	}
+	v, dirty, err := g.Version(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range all {
+		all[i].Applied = all[i].Version <= v
+		all[i].Dirty = dirty && all[i].Version == v
+	}
+	return all, nil
+}
+
+// Latest returns the highest embedded migration version.
+func Latest() (uint, error) {
+	all, err := List(pgconvosql.Migrations)
+	if err != nil {
+		return 0, err
+	}
+	return all[len(all)-1].Version, nil
+}
+
+// Hash returns a sha256 over the name and content of every embedded SQL
+// file, in name order. It changes whenever any migration changes, which is
+// what pgtestdb needs to know when to rebuild its template database.
+func Hash() string {
+	h := sha256.New()
+	names, err := fs.Glob(pgconvosql.Migrations, "*.sql")
+	if err != nil {
+		panic(fmt.Sprintf("globbing embedded migrations: %v", err)) // Only a bad pattern fails.
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		body, err := fs.ReadFile(pgconvosql.Migrations, name)
+		if err != nil {
+			panic(fmt.Sprintf("reading embedded %s: %v", name, err)) // Embedded files always read.
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(body))
+		h.Write(body)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// DirtyError reports a database whose last migration failed half way.
+type DirtyError struct {
+	// Version is the migration that did not finish.
+	Version uint
+}
+
+// Error says what happened and how to recover.
+func (e *DirtyError) Error() string {
+	return fmt.Sprintf("database is dirty at version %d (a migration failed half way): "+
+		"repair the schema by hand, then run `go run ./cmd/migrate force %d` (to retry %d) "+
+		"or `go run ./cmd/migrate force %d` (if %d did finish)",
+		e.Version, e.Version-1, e.Version, e.Version, e.Version)
+}
+
+// run calls fn, which is a golang-migrate operation, and turns its errors
+// into ours. golang-migrate takes no context, so a cancelled ctx asks it to
+// stop after the migration in progress.
+func (g *Migrator) run(ctx context.Context, what string, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+			select {
+			case g.m.GracefulStop <- true: // Read by golang-migrate between migrations.
+			default: // A stop is already pending.
+			}
+		case <-done:
+		}
+	}()
+	err := fn()
+	close(done)
+	<-stopped
+	select {
+	case <-g.m.GracefulStop: // Drop a stop request that arrived too late to matter.
+	default:
+	}
+	if err == nil || errors.Is(err, migrate.ErrNoChange) {
+		if ctx.Err() != nil { // golang-migrate stops early without an error.
+			return fmt.Errorf("%s: stopped, perhaps before the end: %w", what, ctx.Err())
+		}
+		return nil
+	}
+	var dirty migrate.ErrDirty
+	if errors.As(err, &dirty) {
+		return fmt.Errorf("%s: %w", what, &DirtyError{Version: uint(dirty.Version)})
+	}
+	// A migration that failed part way leaves the database dirty: say so,
+	// with the way out, next to the SQL error.
+	if v, isDirty, verr := g.m.Version(); verr == nil && isDirty {
+		return fmt.Errorf("%s: %w\n%w", what, err, &DirtyError{Version: v})
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,53 @@
+// Package tests holds pgconvo's database tests. Every test gets its own fresh
+// database (see newDB and newEmptyDB in helpers_test.go) on one PostgreSQL
+// server shared by the whole `go test` run.
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/pgconvo/pgconvo/internal/localpg"
+)
+
+// testDatabaseEnv names the variable that points the tests at an existing
+// server instead of a throwaway one: a superuser URL, for example
+// postgres://postgres@localhost:5432/postgres?sslmode=disable. The tests
+// create and drop databases named testdb_tpl_* on it and touch nothing else.
+// It is deliberately not DATABASE_URL, which the CLI migrates, so that a
+// shell pointed at a real database cannot aim the tests at it by accident.
+const testDatabaseEnv = "PGCONVO_TEST_DATABASE_URL"
+
+// serverURL is the URL of the maintenance database of the server under test,
+// set by TestMain.
+var serverURL string
+
+// TestMain starts one ephemeral PostgreSQL server from the installed binaries
+// for the whole run, unless PGCONVO_TEST_DATABASE_URL is set, and stops it
+// at the end.
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+// runTests is TestMain's body, split out so that deferred calls run before
+// os.Exit.
+func runTests(m *testing.M) int {
+	if url := os.Getenv(testDatabaseEnv); url != "" {
+		serverURL = url
+		return m.Run()
+	}
+	srv, err := localpg.StartEphemeral(context.Background(), localpg.Options{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tests: starting a PostgreSQL server (or set %s): %v\n", testDatabaseEnv, err)
+		return 1
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "tests: stopping PostgreSQL:", err)
+		}
+	}()
+	serverURL = srv.URL("postgres")
+	return m.Run()
+}

@@ -1,0 +1,596 @@
+package tests
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgconvo/pgconvo/migrator"
+	pgconvosql "github.com/pgconvo/pgconvo/sql"
+)
+
+// boundaryCheck holds data tests for one migration, run by
+// TestMigrationBoundaries around the step from version N-1 to N, the way
+// River tests its migrations. Every field is optional.
+type boundaryCheck struct {
+	// before runs at version N-1, just before migrating up to N: insert the
+	// data the migration must carry over.
+	before func(t *testing.T, db *pgxpool.Pool)
+	// after runs at version N, right after migrating up: assert the data
+	// came through and the new objects work.
+	after func(t *testing.T, db *pgxpool.Pool)
+	// down runs at version N-1 again, after migrating back down: assert the
+	// down migration kept or removed what it should.
+	down func(t *testing.T, db *pgxpool.Pool)
+}
+
+// boundaryChecks maps a migration version to its data tests.
+var boundaryChecks = map[uint]boundaryCheck{
+	1: {
+		after: func(t *testing.T, db *pgxpool.Pool) {
+			id := queryRow[string](t, db, `SELECT convo.create_conversation('owner-1', 'You are helpful.')::text`)
+			requireCount(t, db, 1, `SELECT count(*) FROM convo.path($1::uuid)`, id)
+		},
+		down: func(t *testing.T, db *pgxpool.Pool) {
+			requireCount(t, db, 0, `SELECT count(*) FROM pg_namespace WHERE nspname = 'convo'`)
+		},
+	},
+}
+
+// TestMigrationSetIsWellFormed checks the embedded migrations in plain Go:
+// numbered from 1 without gaps, no version twice, an up and a down for each.
+func TestMigrationSetIsWellFormed(t *testing.T) {
+	t.Parallel()
+	if err := migrator.Check(pgconvosql.Migrations); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUpDownUpLeavesSameSchema migrates up, all the way down, and up again,
+// and requires the second schema to match the first exactly and the bottom
+// to hold nothing of ours.
+func TestUpDownUpLeavesSameSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, dbURL := newEmptyDB(t)
+	m := newMigrator(t, dbURL)
+	bare := snapshotSchema(t, db, "public")
+
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := snapshotSchema(t, db, "convo")
+
+	if err := m.Down(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	requireNoConvoSchema(t, db)
+	if diff := diffSnapshots(bare, snapshotSchema(t, db, "public")); diff != "" {
+		t.Fatalf("down to zero left objects in schema public (other than schema_migrations):\n%s", diff)
+	}
+	requireOnlyExtensions(t, db, "plpgsql")
+
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := diffSnapshots(first, snapshotSchema(t, db, "convo")); diff != "" {
+		t.Fatalf("up, down, up gave a different schema than up:\n%s", diff)
+	}
+}
+
+// TestObjectFilesMatchMigrations is the drift test: after migrating to the
+// latest version, re-applying every file in sql/functions, sql/triggers and
+// sql/views must change nothing, every function, trigger and view in schema
+// convo must have a file named after it, and every file must name an object
+// that exists.
+func TestObjectFilesMatchMigrations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newDB(t)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+
+	for _, kind := range objectKinds {
+		files := objectFiles(t, kind.dir)
+		objects := map[string]bool{}
+		for _, name := range queryStrings(t, db, kind.namesQuery) {
+			objects[name] = true
+			if _, ok := files[name]; !ok {
+				t.Errorf("%s convo.%s has no object file %s", kind.noun, name, filepath.Join(kind.dir, name+".sql"))
+			}
+		}
+		for name, path := range files {
+			if !objects[name] {
+				t.Errorf("%s names %s convo.%s, which the migrations do not create", path, kind.noun, name)
+			}
+		}
+	}
+
+	before := snapshotSchema(t, db, "convo")
+	for _, kind := range objectKinds {
+		files := objectFiles(t, kind.dir)
+		names := make([]string, 0, len(files))
+		for name := range files {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			body, err := os.ReadFile(files[name])
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One simple-protocol Exec runs the whole file, as psql -f would.
+			if _, err := pool.Exec(ctx, string(body), pgx.QueryExecModeSimpleProtocol); err != nil {
+				t.Fatalf("re-applying %s: %v", files[name], err)
+			}
+		}
+	}
+	if diff := diffSnapshots(before, snapshotSchema(t, db, "convo")); diff != "" {
+		t.Fatalf("the object files differ from what the migrations define "+
+			"(write a migration that brings the schema to the files, or fix the files):\n%s", diff)
+	}
+}
+
+// objectKinds lists the object directories in the order they are applied,
+// each with a query for the names of the objects of that kind in convo.
+var objectKinds = []struct {
+	dir, noun, namesQuery string
+}{
+	{"../sql/functions", "function", `
+		SELECT DISTINCT p.proname FROM pg_proc p
+		JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname = 'convo'`},
+	{"../sql/triggers", "trigger", `
+		SELECT DISTINCT tg.tgname FROM pg_trigger tg
+		JOIN pg_class c ON c.oid = tg.tgrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'convo' AND NOT tg.tgisinternal`},
+	{"../sql/views", "view", `
+		SELECT c.relname FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'convo' AND c.relkind IN ('v', 'm')`},
+}
+
+// objectFiles maps object name to path for the .sql files in dir; a missing
+// dir has none.
+func objectFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, p := range paths {
+		files[strings.TrimSuffix(filepath.Base(p), ".sql")] = p
+	}
+	return files
+}
+
+// TestMigrationBoundaries steps over every version boundary with data in
+// the database: from N-1 up to N, down to N-1 and up to N again, running
+// the boundaryChecks hooks for N on the way.
+func TestMigrationBoundaries(t *testing.T) {
+	t.Parallel()
+	latest, err := migrator.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := uint(1); v <= latest; v++ {
+		t.Run(fmt.Sprintf("version_%d", v), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			_, dbURL := newEmptyDB(t)
+			m := newMigrator(t, dbURL)
+			pool := newPool(t, dbURL, pgx.QueryExecModeDescribeExec)
+			check := boundaryChecks[v]
+			step := func(what string, to uint) {
+				t.Helper()
+				if err := m.Goto(ctx, to); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				requireVersion(t, m, to)
+			}
+			step("migrating to the version before", v-1)
+			if check.before != nil {
+				check.before(t, pool)
+			}
+			step("migrating up", v)
+			if check.after != nil {
+				check.after(t, pool)
+			}
+			step("migrating back down", v-1)
+			if check.down != nil {
+				check.down(t, pool)
+			}
+			step("migrating up again", v)
+		})
+	}
+}
+
+// TestMigratorUpTwice requires a second up, with nothing to do, to succeed.
+func TestMigratorUpTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := newEmptyDB(t)
+	m := newMigrator(t, dbURL)
+	for i := 0; i < 2; i++ {
+		if err := m.Up(ctx); err != nil {
+			t.Fatalf("up #%d: %v", i+1, err)
+		}
+	}
+	requireVersion(t, m, latestVersion(t))
+	if err := m.Down(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Down(ctx, 0); err != nil {
+		t.Fatalf("down with nothing to do: %v", err)
+	}
+	requireVersion(t, m, 0)
+}
+
+// TestMigratorConcurrentUp runs several migrators at once on one database:
+// golang-migrate's advisory lock must make them take turns.
+func TestMigratorConcurrentUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := newEmptyDB(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i := range errs {
+		m := newMigrator(t, dbURL)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = m.Up(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	requireVersion(t, newMigrator(t, dbURL), latestVersion(t))
+}
+
+// TestMigratorDirty marks the database dirty, as a migration that failed
+// half way does, and requires every change to refuse with the way out until
+// force clears it.
+func TestMigratorDirty(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, dbURL := newEmptyDB(t)
+	m := newMigrator(t, dbURL)
+	latest := latestVersion(t)
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE schema_migrations SET dirty = true`); err != nil {
+		t.Fatal(err)
+	}
+
+	v, dirty, err := m.Version(ctx)
+	if err != nil || v != latest || !dirty {
+		t.Fatalf("want version %d dirty, got %d dirty=%v err=%v", latest, v, dirty, err)
+	}
+	for name, op := range map[string]func() error{
+		"up":   func() error { return m.Up(ctx) },
+		"down": func() error { return m.Down(ctx, 1) },
+	} {
+		err := op()
+		var dirtyErr *migrator.DirtyError
+		if !errors.As(err, &dirtyErr) || dirtyErr.Version != latest {
+			t.Fatalf("%s on a dirty database: want a DirtyError at %d, got %v", name, latest, err)
+		}
+		want := fmt.Sprintf("go run ./cmd/migrate force %d", latest-1)
+		if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "dirty at version") {
+			t.Fatalf("%s on a dirty database: the error should say how to recover (%q), got: %v", name, want, err)
+		}
+	}
+
+	if err := m.Force(ctx, int(latest)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Up(ctx); err != nil {
+		t.Fatalf("up after force: %v", err)
+	}
+	requireVersion(t, m, latest)
+}
+
+// TestMigratorStatus requires status to list every migration by name and
+// mark which are applied.
+func TestMigratorStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := newEmptyDB(t)
+	m := newMigrator(t, dbURL)
+	all, err := migrator.List(pgconvosql.Migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(applied uint) {
+		t.Helper()
+		got, err := m.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(all) {
+			t.Fatalf("status lists %d migrations, want %d", len(got), len(all))
+		}
+		for i, mig := range got {
+			if mig.Version != uint(i+1) || mig.Name != all[i].Name || mig.Name == "" {
+				t.Fatalf("status entry %d is %+v, want version %d named %q", i, mig, i+1, all[i].Name)
+			}
+			if mig.Applied != (mig.Version <= applied) || mig.Dirty {
+				t.Fatalf("status entry %+v at version %d", mig, applied)
+			}
+		}
+	}
+	check(0)
+	if err := m.Goto(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	check(1)
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(latestVersion(t))
+}
+
+// latestVersion returns the highest embedded migration version.
+func latestVersion(t testing.TB) uint {
+	t.Helper()
+	v, err := migrator.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// requireVersion fails the test unless m's database is cleanly at want.
+func requireVersion(t testing.TB, m *migrator.Migrator, want uint) {
+	t.Helper()
+	v, dirty, err := m.Version(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != want || dirty {
+		t.Fatalf("want version %d clean, got %d dirty=%v", want, v, dirty)
+	}
+}
+
+// requireNoConvoSchema fails the test if schema convo exists.
+func requireNoConvoSchema(t testing.TB, db *sql.DB) {
+	t.Helper()
+	if n := len(queryStrings(t, db, `SELECT nspname FROM pg_namespace WHERE nspname = 'convo'`)); n != 0 {
+		t.Fatal("down to zero left schema convo behind")
+	}
+	extra := queryStrings(t, db, `
+		SELECT nspname FROM pg_namespace
+		WHERE nspname NOT IN ('public', 'information_schema') AND nspname NOT LIKE 'pg\_%'`)
+	if len(extra) != 0 {
+		t.Fatalf("down to zero left schemas behind: %v", extra)
+	}
+}
+
+// requireOnlyExtensions fails the test unless exactly the named extensions
+// are installed.
+func requireOnlyExtensions(t testing.TB, db *sql.DB, want ...string) {
+	t.Helper()
+	got := queryStrings(t, db, `SELECT extname FROM pg_extension ORDER BY extname`)
+	sort.Strings(want)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("want extensions %v, got %v", want, got)
+	}
+}
+
+// queryStrings runs query, which returns one text column, and returns the
+// values.
+func queryStrings(t testing.TB, db *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(query, args...)
+	if err != nil {
+		t.Fatalf("query %s: %v", query, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// snapshotQueries describe every kind of object in a schema as rows of
+// (key, definition). $1 is the schema name. The keys name objects without
+// OIDs so that two databases, or one database before and after, compare.
+// schema_migrations is left out: it is golang-migrate's, not ours.
+var snapshotQueries = []string{
+	// The schema itself, with owner, privileges and comment.
+	`SELECT 'schema ' || n.nspname,
+	        format('owner=%s acl=%s comment=%s', pg_get_userbyid(n.nspowner), n.nspacl,
+	               obj_description(n.oid, 'pg_namespace'))
+	 FROM pg_namespace n WHERE n.nspname = $1`,
+	// Relations of every kind, with row security, privileges and comment.
+	`SELECT 'relation ' || c.relname,
+	        format('kind=%s rls=%s/%s acl=%s comment=%s', c.relkind, c.relrowsecurity,
+	               c.relforcerowsecurity, c.relacl, obj_description(c.oid, 'pg_class'))
+	 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	 WHERE n.nspname = $1 AND c.relname NOT IN ('schema_migrations', 'schema_migrations_pkey')`,
+	// Columns: position, type, nullability, default, generation, identity, comment.
+	`SELECT 'column ' || c.relname || '.' || a.attname,
+	        format('#%s %s notnull=%s default=%s generated=%s identity=%s comment=%s',
+	               a.attnum, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	               pg_get_expr(d.adbin, d.adrelid), a.attgenerated, a.attidentity,
+	               col_description(c.oid, a.attnum))
+	 FROM pg_attribute a
+	 JOIN pg_class c ON c.oid = a.attrelid
+	 JOIN pg_namespace n ON n.oid = c.relnamespace
+	 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+	 WHERE n.nspname = $1 AND a.attnum > 0 AND NOT a.attisdropped
+	   AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c') AND c.relname <> 'schema_migrations'`,
+	// Constraints on tables and domains.
+	`SELECT 'constraint ' || coalesce(c.relname, ty.typname) || '.' || con.conname,
+	        format('%s comment=%s', pg_get_constraintdef(con.oid), obj_description(con.oid, 'pg_constraint'))
+	 FROM pg_constraint con
+	 JOIN pg_namespace n ON n.oid = con.connamespace
+	 LEFT JOIN pg_class c ON c.oid = con.conrelid
+	 LEFT JOIN pg_type ty ON ty.oid = con.contypid
+	 WHERE n.nspname = $1 AND coalesce(c.relname, '') <> 'schema_migrations'`,
+	// Indexes.
+	`SELECT 'index ' || ci.relname, pg_get_indexdef(i.indexrelid)
+	 FROM pg_index i
+	 JOIN pg_class ci ON ci.oid = i.indexrelid
+	 JOIN pg_namespace n ON n.oid = ci.relnamespace
+	 WHERE n.nspname = $1 AND ci.relname <> 'schema_migrations_pkey'`,
+	// Functions and procedures, whole text, with privileges and comment.
+	`SELECT 'function ' || p.oid::regprocedure::text,
+	        format('%s acl=%s comment=%s', pg_get_functiondef(p.oid), p.proacl,
+	               obj_description(p.oid, 'pg_proc'))
+	 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+	 WHERE n.nspname = $1 AND p.prokind IN ('f', 'p')`,
+	// Aggregates and window functions, which pg_get_functiondef refuses.
+	`SELECT 'aggregate ' || p.oid::regprocedure::text,
+	        format('kind=%s comment=%s', p.prokind, obj_description(p.oid, 'pg_proc'))
+	 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+	 WHERE n.nspname = $1 AND p.prokind NOT IN ('f', 'p')`,
+	// Triggers, with whether they are enabled.
+	`SELECT 'trigger ' || c.relname || '.' || tg.tgname,
+	        format('%s enabled=%s comment=%s', pg_get_triggerdef(tg.oid), tg.tgenabled,
+	               obj_description(tg.oid, 'pg_trigger'))
+	 FROM pg_trigger tg
+	 JOIN pg_class c ON c.oid = tg.tgrelid
+	 JOIN pg_namespace n ON n.oid = c.relnamespace
+	 WHERE n.nspname = $1 AND NOT tg.tgisinternal`,
+	// Views and materialised views, by their query.
+	`SELECT 'view ' || c.relname, pg_get_viewdef(c.oid)
+	 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	 WHERE n.nspname = $1 AND c.relkind IN ('v', 'm')`,
+	// Types that are not a relation's row type: enums, domains, ranges.
+	`SELECT 'type ' || ty.typname,
+	        format('kind=%s base=%s labels=%s acl=%s comment=%s', ty.typtype,
+	               format_type(ty.typbasetype, ty.typtypmod),
+	               (SELECT string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder)
+	                FROM pg_enum e WHERE e.enumtypid = ty.oid),
+	               ty.typacl, obj_description(ty.oid, 'pg_type'))
+	 FROM pg_type ty JOIN pg_namespace n ON n.oid = ty.typnamespace
+	 WHERE n.nspname = $1 AND ty.typtype <> 'b'
+	   AND (ty.typrelid = 0 OR (SELECT relkind FROM pg_class WHERE oid = ty.typrelid) = 'c')`,
+	// Row-level security policies.
+	`SELECT 'policy ' || c.relname || '.' || pol.polname,
+	        format('cmd=%s permissive=%s roles=%s using=%s check=%s', pol.polcmd, pol.polpermissive,
+	               (SELECT array_agg(pg_get_userbyid(r) ORDER BY 1) FROM unnest(pol.polroles) r),
+	               pg_get_expr(pol.polqual, pol.polrelid), pg_get_expr(pol.polwithcheck, pol.polrelid))
+	 FROM pg_policy pol
+	 JOIN pg_class c ON c.oid = pol.polrelid
+	 JOIN pg_namespace n ON n.oid = c.relnamespace
+	 WHERE n.nspname = $1`,
+	// Sequences' parameters.
+	`SELECT 'sequence ' || c.relname,
+	        format('start=%s inc=%s min=%s max=%s cycle=%s type=%s',
+	               s.seqstart, s.seqincrement, s.seqmin, s.seqmax, s.seqcycle, format_type(s.seqtypid, NULL))
+	 FROM pg_sequence s
+	 JOIN pg_class c ON c.oid = s.seqrelid
+	 JOIN pg_namespace n ON n.oid = c.relnamespace
+	 WHERE n.nspname = $1`,
+}
+
+// snapshotSchema describes every object in schema, keyed by kind and name.
+func snapshotSchema(t testing.TB, db *sql.DB, schema string) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	for _, q := range snapshotQueries {
+		rows, err := db.Query(q, schema)
+		if err != nil {
+			t.Fatalf("snapshot query failed: %v\n%s", err, q)
+		}
+		for rows.Next() {
+			var key, def string
+			if err := rows.Scan(&key, &def); err != nil {
+				rows.Close()
+				t.Fatal(err)
+			}
+			snap[key] = def
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+	}
+	return snap
+}
+
+// diffSnapshots describes how b differs from a, one object a paragraph, or
+// returns "" when they are the same.
+func diffSnapshots(a, b map[string]string) string {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	var out strings.Builder
+	for _, k := range sorted {
+		av, inA := a[k]
+		bv, inB := b[k]
+		switch {
+		case !inB:
+			fmt.Fprintf(&out, "- %s is gone (was: %s)\n", k, oneLine(av))
+		case !inA:
+			fmt.Fprintf(&out, "+ %s is new: %s\n", k, oneLine(bv))
+		case av != bv:
+			fmt.Fprintf(&out, "~ %s changed:\n%s", k, lineDiff(av, bv))
+		}
+	}
+	return out.String()
+}
+
+// oneLine squeezes a definition onto one line for a diff.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// lineDiff shows the lines of two definitions that differ, after trimming
+// their common beginning and end.
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	start := 0
+	for start < len(al) && start < len(bl) && al[start] == bl[start] {
+		start++
+	}
+	ea, eb := len(al), len(bl)
+	for ea > start && eb > start && al[ea-1] == bl[eb-1] {
+		ea--
+		eb--
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "    @@ line %d\n", start+1)
+	for _, l := range al[start:ea] {
+		fmt.Fprintf(&out, "    - %s\n", l)
+	}
+	for _, l := range bl[start:eb] {
+		fmt.Fprintf(&out, "    + %s\n", l)
+	}
+	return out.String()
+}

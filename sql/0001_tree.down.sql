@@ -1,5 +1,6 @@
 -- 0001_tree down: drops what 0001_tree.up.sql created, in reverse order.
 
+DROP TRIGGER messages_split_parts ON convo.messages;
 DROP TRIGGER messages_fill_tree ON convo.messages;
 DROP TRIGGER messages_append_only ON convo.messages;
 DROP TRIGGER message_parts_check ON convo.message_parts;
@@ -10,26 +11,26 @@ DROP TRIGGER conversations_guard ON convo.conversations;
 DROP TRIGGER conversation_head_log_append_only ON convo.conversation_head_log;
 
 DROP FUNCTION convo.regenerate;
-DROP FUNCTION convo.path_from;
-DROP FUNCTION convo.message_parts_of;
 DROP FUNCTION convo.max_tool_input_bytes;
 DROP FUNCTION convo.max_part_bytes;
 DROP FUNCTION convo.max_metadata_bytes;
 DROP FUNCTION convo.max_message_bytes;
-DROP FUNCTION convo.is_on_path;
 DROP FUNCTION convo.edit_and_resend;
-DROP FUNCTION convo.path_segments;
 DROP FUNCTION convo.refuse_change;
+DROP FUNCTION convo.path_segments;
+DROP FUNCTION convo.path_from;
 DROP FUNCTION convo.path_at;
 DROP FUNCTION convo.path;
 DROP FUNCTION convo.move_head_to;
 DROP FUNCTION convo.move_head;
+DROP FUNCTION convo.messages_split_parts;
 DROP FUNCTION convo.messages_fill_tree;
 DROP FUNCTION convo.message_ref;
 DROP FUNCTION convo.message_parts_check;
 DROP FUNCTION convo.log_head_move;
 DROP FUNCTION convo.lock_conversation;
 DROP FUNCTION convo.is_retry;
+DROP FUNCTION convo.is_on_path;
 DROP FUNCTION convo.insert_message;
 DROP FUNCTION convo.head_history;
 DROP FUNCTION convo.head_at;

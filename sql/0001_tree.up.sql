@@ -23,6 +23,9 @@ CREATE INDEX conversations_owner_idx ON convo.conversations (owner_id, created_a
 -- depth, sibling_index and branch_id are computed by messages_fill_tree:
 -- a branch is a run of first children, so the path from the root to any
 -- message is one index range scan per branch point on it (path_from).
+-- parts holds the message's parts as given, so that reading the path reads
+-- one row per message, like a flat list; message_parts holds the same parts
+-- one row each, for constraints and queries on single parts.
 CREATE TABLE convo.messages (
     conversation_id uuid        NOT NULL REFERENCES convo.conversations (id),
     id              uuid        NOT NULL,
@@ -32,6 +35,7 @@ CREATE TABLE convo.messages (
     depth           int         NOT NULL CHECK (depth >= 0),
     sibling_index   int         NOT NULL CHECK (sibling_index >= 1),
     branch_id       uuid        NOT NULL,
+    parts           jsonb       NOT NULL CHECK (jsonb_typeof(parts) = 'array' AND jsonb_array_length(parts) > 0),
     created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (conversation_id, id),
     FOREIGN KEY (conversation_id, parent_id) REFERENCES convo.messages (conversation_id, id),
@@ -54,9 +58,10 @@ ALTER TABLE convo.conversations
     ADD CONSTRAINT conversations_head_fkey FOREIGN KEY (id, head_message_id)
     REFERENCES convo.messages (conversation_id, id);
 
--- One row a part. type, tool_call_id and tool_name are derived from body by
--- message_parts_check and tied to it by CHECK constraints, so the unique
--- index on tool_use ids is a real constraint and not a convention.
+-- One row a part, written by messages_split_parts from messages.parts (and
+-- checked by message_parts_check to be exactly that element). type,
+-- tool_call_id and tool_name are derived from body and tied to it by CHECK
+-- constraints, so the unique index on tool_use ids is a real constraint.
 CREATE TABLE convo.message_parts (
     conversation_id uuid  NOT NULL,
     message_id      uuid  NOT NULL,
@@ -116,6 +121,10 @@ DECLARE
     v_original convo.messages := convo.message_ref(p_conversation_id, p_message_id);
     v_id       uuid := coalesce(p_new_message_id, gen_random_uuid());
 BEGIN
+    IF p_parts IS NULL THEN
+        RAISE EXCEPTION 'p_parts is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s, message %s', p_conversation_id, p_message_id);
+    END IF;
     IF convo.is_retry(p_conversation_id, p_new_message_id, p_role, p_parts, v_original.parent_id, true) THEN
         RETURN p_new_message_id;
     END IF;
@@ -193,6 +202,10 @@ DECLARE
     v_head uuid := convo.lock_conversation(p_conversation_id);
     v_id   uuid := coalesce(p_message_id, gen_random_uuid());
 BEGIN
+    IF p_role IS NULL OR p_parts IS NULL THEN
+        RAISE EXCEPTION 'p_role and p_parts are required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
     IF convo.is_retry(p_conversation_id, p_message_id, p_role, p_parts, NULL, false) THEN
         RETURN p_message_id;
     END IF;
@@ -223,8 +236,8 @@ END;
 $$;
 
 -- check_parts: the checks on a message's parts as a whole (present, a
--- non-empty array, under the message cap); each part is checked on insert
--- by message_parts_check.
+-- non-empty array, under the message cap), with the contract's SQLSTATEs;
+-- each part is checked by message_parts_check.
 CREATE OR REPLACE FUNCTION convo.check_parts(p_parts jsonb)
 RETURNS void
 LANGUAGE plpgsql
@@ -330,11 +343,11 @@ BEGIN
         -- A retry: the same owner, metadata and system prompt return the first result.
         PERFORM convo.lock_conversation(v_id);
         SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id;
-        SELECT m.id INTO v_root FROM convo.messages m
-         WHERE m.conversation_id = v_id AND m.parent_id IS NULL AND m.sibling_index = 1 AND m.role = 'system';
         IF v_existing.owner_id IS DISTINCT FROM p_owner_id
            OR v_existing.metadata IS DISTINCT FROM p_metadata
-           OR convo.message_parts_of(v_id, v_root) IS DISTINCT FROM v_parts THEN
+           OR (SELECT m.parts FROM convo.messages m
+                WHERE m.conversation_id = v_id AND m.parent_id IS NULL AND m.sibling_index = 1
+                  AND m.role = 'system') IS DISTINCT FROM v_parts THEN
             RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
                 USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
         END IF;
@@ -398,8 +411,9 @@ $$;
 COMMENT ON FUNCTION convo.head_history(uuid) IS
     'Every head movement of the conversation, oldest first (the append-only head log).';
 
--- insert_message: writes one message and its parts. The triggers place it in
--- the tree and check each part; a failure anywhere aborts the whole call.
+-- insert_message: writes one message with its parts. The triggers check the
+-- parts, place the message in the tree and write one message_parts row a
+-- part; a failure anywhere aborts the whole call.
 CREATE OR REPLACE FUNCTION convo.insert_message(
     p_conversation_id uuid,
     p_message_id      uuid,
@@ -412,16 +426,26 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, convo
 AS $$
 BEGIN
-    IF p_role IS NULL OR p_role NOT IN ('system', 'user', 'assistant', 'tool') THEN
-        RAISE EXCEPTION 'unknown role %', coalesce(p_role, 'NULL')
-            USING ERRCODE = 'CV011', HINT = 'Roles are system, user, assistant and tool.';
-    END IF;
-    PERFORM convo.check_parts(p_parts);
-    INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason)
-    VALUES (p_conversation_id, p_message_id, p_parent_id, p_role, p_branch_reason);
-    INSERT INTO convo.message_parts (conversation_id, message_id, ordinal, body)
-    SELECT p_conversation_id, p_message_id, e.ordinality - 1, e.part
-      FROM jsonb_array_elements(p_parts) WITH ORDINALITY AS e(part, ordinality);
+    INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts)
+    VALUES (p_conversation_id, p_message_id, p_parent_id, p_role, p_branch_reason, p_parts);
+END;
+$$;
+
+-- is_on_path: whether a message sits on the path from the root to p_head_id
+-- (is the head or one of its ancestors), by the same branch walk as path.
+CREATE OR REPLACE FUNCTION convo.is_on_path(p_conversation_id uuid, p_message_id uuid, p_head_id uuid)
+RETURNS boolean
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, convo
+AS $$
+BEGIN
+    RETURN EXISTS (
+        SELECT 1
+          FROM convo.path_segments(p_conversation_id, p_head_id) s
+          JOIN convo.messages m
+            ON m.conversation_id = p_conversation_id AND m.id = p_message_id
+         WHERE m.branch_id = s.branch_id AND m.depth <= s.max_depth);
 END;
 $$;
 
@@ -453,7 +477,7 @@ BEGIN
     END IF;
     IF v_message.role IS DISTINCT FROM p_role
        OR (p_match_parent AND v_message.parent_id IS DISTINCT FROM p_parent_id)
-       OR convo.message_parts_of(p_conversation_id, p_message_id) IS DISTINCT FROM p_parts THEN
+       OR v_message.parts IS DISTINCT FROM p_parts THEN
         RAISE EXCEPTION 'message id % is already used for a different message', p_message_id
             USING ERRCODE = 'CV009',
                   DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id),
@@ -514,8 +538,9 @@ END;
 $$;
 
 -- message_parts_check: every part is well formed for its type and fits its
--- message's role, whoever inserts it; derives type, tool_call_id and
--- tool_name from the body (CHECK constraints tie them together).
+-- message's role, and is exactly the element of messages.parts it claims to
+-- be (so the two never disagree); derives type, tool_call_id and tool_name
+-- from the body (CHECK constraints tie them together).
 CREATE OR REPLACE FUNCTION convo.message_parts_check()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -528,6 +553,10 @@ DECLARE
     v_where text := format('message %s, part %s', NEW.message_id, NEW.ordinal);
 BEGIN
     v_msg := convo.message_ref(NEW.conversation_id, NEW.message_id);
+    IF v_msg.parts -> NEW.ordinal IS DISTINCT FROM v_body THEN
+        RAISE EXCEPTION 'message parts are written with their message, as convo.messages.parts'
+            USING ERRCODE = 'CV005', DETAIL = v_where;
+    END IF;
     IF octet_length(v_body::text) > convo.max_part_bytes() THEN
         RAISE EXCEPTION 'a message part is larger than % bytes', convo.max_part_bytes()
             USING ERRCODE = 'CV010', DETAIL = format('%s: %s bytes', v_where, octet_length(v_body::text));
@@ -560,7 +589,7 @@ BEGIN
                     WHERE p.conversation_id = NEW.conversation_id
                       AND p.type = 'tool_use' AND p.tool_call_id = v_body ->> 'id') THEN
             RAISE EXCEPTION 'tool call id % is already used in this conversation', v_body ->> 'id'
-                USING ERRCODE = 'CV008', DETAIL = format('%s, conversation %s', v_where, NEW.conversation_id);
+                USING ERRCODE = 'CV008', DETAIL = format('%s, tool call %s, conversation %s', v_where, v_body ->> 'id', NEW.conversation_id);
         END IF;
     ELSIF v_type = 'tool_result' THEN
         IF jsonb_typeof(v_body -> 'tool_use_id') IS DISTINCT FROM 'string' OR NOT v_body ? 'content'
@@ -576,7 +605,7 @@ BEGIN
                         WHERE p.conversation_id = NEW.conversation_id AND p.message_id = v_msg.parent_id
                           AND p.type = 'tool_use' AND p.tool_call_id = v_body ->> 'tool_use_id') THEN
             RAISE EXCEPTION 'tool_result names tool call %, which is not a tool_use of the parent message', v_body ->> 'tool_use_id'
-                USING ERRCODE = 'CV008', DETAIL = format('%s, parent %s', v_where, v_msg.parent_id);
+                USING ERRCODE = 'CV008', DETAIL = format('%s, tool call %s, parent %s', v_where, v_body ->> 'tool_use_id', v_msg.parent_id);
         END IF;
     ELSIF v_type = 'attachment' THEN
         IF jsonb_typeof(v_body -> 'uri') IS DISTINCT FROM 'string' OR v_body ->> 'uri' = ''
@@ -628,9 +657,10 @@ BEGIN
 END;
 $$;
 
--- messages_fill_tree: computes a new message's place in the tree (depth,
--- sibling_index, branch_id, created_at) from its parent, whoever inserts it,
--- under the conversation's row lock so that concurrent writers serialize.
+-- messages_fill_tree: checks a new message's role and parts and computes its
+-- place in the tree (depth, sibling_index, branch_id, created_at) from its
+-- parent, whoever inserts it, under the conversation's row lock so that
+-- concurrent writers serialize.
 CREATE OR REPLACE FUNCTION convo.messages_fill_tree()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -640,6 +670,11 @@ DECLARE
     v_parent convo.messages;
 BEGIN
     PERFORM convo.lock_conversation(NEW.conversation_id);
+    IF NEW.role IS NULL OR NEW.role NOT IN ('system', 'user', 'assistant', 'tool') THEN
+        RAISE EXCEPTION 'unknown role %', coalesce(quote_literal(NEW.role), 'NULL')
+            USING ERRCODE = 'CV011', HINT = 'Roles are system, user, assistant and tool.';
+    END IF;
+    PERFORM convo.check_parts(NEW.parts);
     IF NEW.parent_id IS NULL THEN
         NEW.depth := 0;
         SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
@@ -664,6 +699,22 @@ BEGIN
     END IF;
     NEW.created_at := clock_timestamp();
     RETURN NEW;
+END;
+$$;
+
+-- messages_split_parts: writes one message_parts row per element of a new
+-- message's parts, in the same statement, so each part is checked on its
+-- own and tool calls get their unique index.
+CREATE OR REPLACE FUNCTION convo.messages_split_parts()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+BEGIN
+    INSERT INTO convo.message_parts (conversation_id, message_id, ordinal, body)
+    SELECT NEW.conversation_id, NEW.id, e.ordinality - 1, e.part
+      FROM jsonb_array_elements(NEW.parts) WITH ORDINALITY AS e(part, ordinality);
+    RETURN NULL;
 END;
 $$;
 
@@ -760,19 +811,31 @@ $$;
 COMMENT ON FUNCTION convo.path_at(uuid, timestamptz) IS
     'The path that was live at instant p_at (root to the head of that time); empty before the first head.';
 
--- refuse_change: the trigger function behind every append-only table.
--- A statement-level BEFORE trigger (ENABLE ALWAYS) so it also stops the table
--- owner, TRUNCATE, and sessions with session_replication_role = replica.
-CREATE OR REPLACE FUNCTION convo.refuse_change()
-RETURNS trigger
+-- path_from: the path from the root to p_head_id, depth 0 first: one index
+-- range scan (branch_id, depth) per segment from path_segments, reading the
+-- stored parts of each message, so it costs close to reading a flat list.
+-- sibling_count comes from the few siblings after the first (messages_forks_idx).
+CREATE OR REPLACE FUNCTION convo.path_from(p_conversation_id uuid, p_head_id uuid)
+RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
 LANGUAGE plpgsql
+STABLE
 SET search_path = pg_catalog, convo
 AS $$
 BEGIN
-    RAISE EXCEPTION 'convo.% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP
-        USING ERRCODE = 'CV005',
-              DETAIL = format('table convo.%s, operation %s, role %s', TG_TABLE_NAME, TG_OP, current_user),
-              HINT = 'Nothing in the conversation tree is updated or deleted: insert a sibling or move the head instead.';
+    RETURN QUERY
+    WITH forks AS MATERIALIZED (
+        SELECT f.parent_id, max(f.sibling_index) AS sibling_count
+          FROM convo.messages f
+         WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
+         GROUP BY f.parent_id
+    )
+    SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
+           coalesce((SELECT f.sibling_count FROM forks f WHERE f.parent_id IS NOT DISTINCT FROM m.parent_id), 1)::int
+      FROM convo.path_segments(p_conversation_id, p_head_id) s
+      JOIN convo.messages m
+        ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth
+     ORDER BY m.depth;
 END;
 $$;
 
@@ -780,14 +843,16 @@ $$;
 -- through, each with the deepest message of it on the path. A branch is a run
 -- of first children, so there is one row per branch point on the path (one
 -- row for a conversation that never branched): the walk up costs the number
--- of branch points, not the number of messages.
+-- of branch points, not the number of messages. PL/pgSQL, so its plan is cached.
 CREATE OR REPLACE FUNCTION convo.path_segments(p_conversation_id uuid, p_head_id uuid)
 RETURNS TABLE (branch_id uuid, max_depth int)
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 ROWS 4
 SET search_path = pg_catalog, convo
-BEGIN ATOMIC
+AS $$
+BEGIN
+    RETURN QUERY
     WITH RECURSIVE segments (branch_id, max_depth) AS (
         SELECT h.branch_id, h.depth
           FROM convo.messages h
@@ -800,6 +865,25 @@ BEGIN ATOMIC
     )
     SELECT s.branch_id, s.max_depth FROM segments s;
 END;
+$$;
+
+-- refuse_change: the trigger function behind every append-only table (and
+-- any other statement a table refuses).
+-- A statement-level BEFORE trigger (ENABLE ALWAYS) so it also stops the table
+-- owner, TRUNCATE, and sessions with session_replication_role = replica.
+CREATE OR REPLACE FUNCTION convo.refuse_change()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+BEGIN
+    -- The trigger's argument, if any, says why the table refuses (default: append-only).
+    RAISE EXCEPTION 'convo.% is %: % is not allowed', TG_TABLE_NAME, coalesce(TG_ARGV[0], 'append-only'), TG_OP
+        USING ERRCODE = 'CV005',
+              DETAIL = format('table convo.%s, operation %s, role %s', TG_TABLE_NAME, TG_OP, current_user),
+              HINT = 'Nothing in the conversation tree is updated or deleted: insert a sibling or move the head instead.';
+END;
+$$;
 
 -- edit_and_resend: a user message's sibling (branch_reason 'user_edit'); the
 -- head moves to it and the old subtree stays, unchanged, off the path.
@@ -818,22 +902,6 @@ RETURN convo.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_he
 
 COMMENT ON FUNCTION convo.edit_and_resend(uuid, uuid, jsonb, uuid, uuid, text) IS
     'Edit a user message: insert its sibling (branch_reason user_edit) and move the head to it; nothing is updated or deleted.';
-
--- is_on_path: whether a message sits on the path from the root to p_head_id
--- (is the head or one of its ancestors), by the same branch walk as path.
-CREATE OR REPLACE FUNCTION convo.is_on_path(p_conversation_id uuid, p_message_id uuid, p_head_id uuid)
-RETURNS boolean
-LANGUAGE sql
-STABLE
-SET search_path = pg_catalog, convo
-BEGIN ATOMIC
-    SELECT EXISTS (
-        SELECT 1
-          FROM convo.path_segments(p_conversation_id, p_head_id) s
-          JOIN convo.messages m
-            ON m.conversation_id = p_conversation_id AND m.id = p_message_id
-         WHERE m.branch_id = s.branch_id AND m.depth <= s.max_depth);
-END;
 
 -- max_message_bytes: the size cap on the parts of a whole message (4 MiB of JSON), in bytes of
 -- jsonb's text form; larger input raises CV010. A function so clients can read it.
@@ -874,45 +942,6 @@ IMMUTABLE PARALLEL SAFE
 RETURN 262144;
 
 COMMENT ON FUNCTION convo.max_tool_input_bytes() IS 'Size cap in bytes on one tool_use input (256 KiB of JSON); larger input raises CV010.';
-
--- message_parts_of: a message's parts as the JSON array they were given in.
-CREATE OR REPLACE FUNCTION convo.message_parts_of(p_conversation_id uuid, p_message_id uuid)
-RETURNS jsonb
-LANGUAGE sql
-STABLE
-SET search_path = pg_catalog, convo
-RETURN (SELECT jsonb_agg(p.body ORDER BY p.ordinal)
-          FROM convo.message_parts p
-         WHERE p.conversation_id = p_conversation_id AND p.message_id = p_message_id);
-
--- path_from: the path from the root to p_head_id, depth 0 first: one index
--- range scan (branch_id, depth) per segment from path_segments, so reading
--- it costs close to reading a flat list. sibling_count comes from the few
--- siblings after the first (messages_forks_idx).
-CREATE OR REPLACE FUNCTION convo.path_from(p_conversation_id uuid, p_head_id uuid)
-RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
-               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
-LANGUAGE sql
-STABLE
-SET search_path = pg_catalog, convo
-BEGIN ATOMIC
-    WITH forks AS MATERIALIZED (
-        SELECT f.parent_id, max(f.sibling_index) AS sibling_count
-          FROM convo.messages f
-         WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
-         GROUP BY f.parent_id
-    )
-    SELECT m.depth, m.id, m.parent_id, m.role,
-           (SELECT jsonb_agg(p.body ORDER BY p.ordinal)
-              FROM convo.message_parts p
-             WHERE p.conversation_id = p_conversation_id AND p.message_id = m.id),
-           m.branch_reason, m.created_at, m.sibling_index,
-           coalesce((SELECT f.sibling_count FROM forks f WHERE f.parent_id IS NOT DISTINCT FROM m.parent_id), 1)::int
-      FROM convo.path_segments(p_conversation_id, p_head_id) s
-      JOIN convo.messages m
-        ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth
-     ORDER BY m.depth;
-END;
 
 -- regenerate: an assistant message's sibling (branch_reason 'regenerate');
 -- the head moves to it and the old answer stays as an alternative.
@@ -995,3 +1024,10 @@ CREATE OR REPLACE TRIGGER messages_fill_tree
     BEFORE INSERT ON convo.messages
     FOR EACH ROW EXECUTE FUNCTION convo.messages_fill_tree();
 ALTER TABLE convo.messages ENABLE ALWAYS TRIGGER messages_fill_tree;
+
+-- messages_split_parts: a message's parts become message_parts rows in the
+-- statement that inserts the message.
+CREATE OR REPLACE TRIGGER messages_split_parts
+    AFTER INSERT ON convo.messages
+    FOR EACH ROW EXECUTE FUNCTION convo.messages_split_parts();
+ALTER TABLE convo.messages ENABLE ALWAYS TRIGGER messages_split_parts;

@@ -40,9 +40,7 @@ WITH RECURSIVE up AS (
     SELECT p.id, p.parent_id, p.depth FROM up
       JOIN convo.messages p ON p.conversation_id = $1 AND p.id = up.parent_id
 )
-SELECT up.depth, up.id, m.role,
-       (SELECT jsonb_agg(pp.body ORDER BY pp.ordinal) FROM convo.message_parts pp
-         WHERE pp.conversation_id = $1 AND pp.message_id = up.id)
+SELECT up.depth, up.id, m.role, m.parts, m.created_at
   FROM up JOIN convo.messages m ON m.conversation_id = $1 AND m.id = up.id
  ORDER BY up.depth`
 

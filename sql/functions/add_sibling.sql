@@ -19,6 +19,10 @@ DECLARE
     v_original convo.messages := convo.message_ref(p_conversation_id, p_message_id);
     v_id       uuid := coalesce(p_new_message_id, gen_random_uuid());
 BEGIN
+    IF p_parts IS NULL THEN
+        RAISE EXCEPTION 'p_parts is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s, message %s', p_conversation_id, p_message_id);
+    END IF;
     IF convo.is_retry(p_conversation_id, p_new_message_id, p_role, p_parts, v_original.parent_id, true) THEN
         RETURN p_new_message_id;
     END IF;

@@ -16,6 +16,10 @@ DECLARE
     v_head uuid := convo.lock_conversation(p_conversation_id);
     v_id   uuid := coalesce(p_message_id, gen_random_uuid());
 BEGIN
+    IF p_role IS NULL OR p_parts IS NULL THEN
+        RAISE EXCEPTION 'p_role and p_parts are required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
     IF convo.is_retry(p_conversation_id, p_message_id, p_role, p_parts, NULL, false) THEN
         RETURN p_message_id;
     END IF;

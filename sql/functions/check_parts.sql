@@ -1,6 +1,6 @@
 -- check_parts: the checks on a message's parts as a whole (present, a
--- non-empty array, under the message cap); each part is checked on insert
--- by message_parts_check.
+-- non-empty array, under the message cap), with the contract's SQLSTATEs;
+-- each part is checked by message_parts_check.
 CREATE OR REPLACE FUNCTION convo.check_parts(p_parts jsonb)
 RETURNS void
 LANGUAGE plpgsql

@@ -35,11 +35,11 @@ BEGIN
         -- A retry: the same owner, metadata and system prompt return the first result.
         PERFORM convo.lock_conversation(v_id);
         SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id;
-        SELECT m.id INTO v_root FROM convo.messages m
-         WHERE m.conversation_id = v_id AND m.parent_id IS NULL AND m.sibling_index = 1 AND m.role = 'system';
         IF v_existing.owner_id IS DISTINCT FROM p_owner_id
            OR v_existing.metadata IS DISTINCT FROM p_metadata
-           OR convo.message_parts_of(v_id, v_root) IS DISTINCT FROM v_parts THEN
+           OR (SELECT m.parts FROM convo.messages m
+                WHERE m.conversation_id = v_id AND m.parent_id IS NULL AND m.sibling_index = 1
+                  AND m.role = 'system') IS DISTINCT FROM v_parts THEN
             RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
                 USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
         END IF;

@@ -2,14 +2,16 @@
 -- (is the head or one of its ancestors), by the same branch walk as path.
 CREATE OR REPLACE FUNCTION convo.is_on_path(p_conversation_id uuid, p_message_id uuid, p_head_id uuid)
 RETURNS boolean
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, convo
-BEGIN ATOMIC
-    SELECT EXISTS (
+AS $$
+BEGIN
+    RETURN EXISTS (
         SELECT 1
           FROM convo.path_segments(p_conversation_id, p_head_id) s
           JOIN convo.messages m
             ON m.conversation_id = p_conversation_id AND m.id = p_message_id
          WHERE m.branch_id = s.branch_id AND m.depth <= s.max_depth);
 END;
+$$;

@@ -26,7 +26,7 @@ BEGIN
     END IF;
     IF v_message.role IS DISTINCT FROM p_role
        OR (p_match_parent AND v_message.parent_id IS DISTINCT FROM p_parent_id)
-       OR convo.message_parts_of(p_conversation_id, p_message_id) IS DISTINCT FROM p_parts THEN
+       OR v_message.parts IS DISTINCT FROM p_parts THEN
         RAISE EXCEPTION 'message id % is already used for a different message', p_message_id
             USING ERRCODE = 'CV009',
                   DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id),

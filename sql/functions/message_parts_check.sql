@@ -1,6 +1,7 @@
 -- message_parts_check: every part is well formed for its type and fits its
--- message's role, whoever inserts it; derives type, tool_call_id and
--- tool_name from the body (CHECK constraints tie them together).
+-- message's role, and is exactly the element of messages.parts it claims to
+-- be (so the two never disagree); derives type, tool_call_id and tool_name
+-- from the body (CHECK constraints tie them together).
 CREATE OR REPLACE FUNCTION convo.message_parts_check()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -13,6 +14,10 @@ DECLARE
     v_where text := format('message %s, part %s', NEW.message_id, NEW.ordinal);
 BEGIN
     v_msg := convo.message_ref(NEW.conversation_id, NEW.message_id);
+    IF v_msg.parts -> NEW.ordinal IS DISTINCT FROM v_body THEN
+        RAISE EXCEPTION 'message parts are written with their message, as convo.messages.parts'
+            USING ERRCODE = 'CV005', DETAIL = v_where;
+    END IF;
     IF octet_length(v_body::text) > convo.max_part_bytes() THEN
         RAISE EXCEPTION 'a message part is larger than % bytes', convo.max_part_bytes()
             USING ERRCODE = 'CV010', DETAIL = format('%s: %s bytes', v_where, octet_length(v_body::text));
@@ -45,7 +50,7 @@ BEGIN
                     WHERE p.conversation_id = NEW.conversation_id
                       AND p.type = 'tool_use' AND p.tool_call_id = v_body ->> 'id') THEN
             RAISE EXCEPTION 'tool call id % is already used in this conversation', v_body ->> 'id'
-                USING ERRCODE = 'CV008', DETAIL = format('%s, conversation %s', v_where, NEW.conversation_id);
+                USING ERRCODE = 'CV008', DETAIL = format('%s, tool call %s, conversation %s', v_where, v_body ->> 'id', NEW.conversation_id);
         END IF;
     ELSIF v_type = 'tool_result' THEN
         IF jsonb_typeof(v_body -> 'tool_use_id') IS DISTINCT FROM 'string' OR NOT v_body ? 'content'
@@ -61,7 +66,7 @@ BEGIN
                         WHERE p.conversation_id = NEW.conversation_id AND p.message_id = v_msg.parent_id
                           AND p.type = 'tool_use' AND p.tool_call_id = v_body ->> 'tool_use_id') THEN
             RAISE EXCEPTION 'tool_result names tool call %, which is not a tool_use of the parent message', v_body ->> 'tool_use_id'
-                USING ERRCODE = 'CV008', DETAIL = format('%s, parent %s', v_where, v_msg.parent_id);
+                USING ERRCODE = 'CV008', DETAIL = format('%s, tool call %s, parent %s', v_where, v_body ->> 'tool_use_id', v_msg.parent_id);
         END IF;
     ELSIF v_type = 'attachment' THEN
         IF jsonb_typeof(v_body -> 'uri') IS DISTINCT FROM 'string' OR v_body ->> 'uri' = ''

@@ -1,6 +1,7 @@
--- messages_fill_tree: computes a new message's place in the tree (depth,
--- sibling_index, branch_id, created_at) from its parent, whoever inserts it,
--- under the conversation's row lock so that concurrent writers serialize.
+-- messages_fill_tree: checks a new message's role and parts and computes its
+-- place in the tree (depth, sibling_index, branch_id, created_at) from its
+-- parent, whoever inserts it, under the conversation's row lock so that
+-- concurrent writers serialize.
 CREATE OR REPLACE FUNCTION convo.messages_fill_tree()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -10,6 +11,11 @@ DECLARE
     v_parent convo.messages;
 BEGIN
     PERFORM convo.lock_conversation(NEW.conversation_id);
+    IF NEW.role IS NULL OR NEW.role NOT IN ('system', 'user', 'assistant', 'tool') THEN
+        RAISE EXCEPTION 'unknown role %', coalesce(quote_literal(NEW.role), 'NULL')
+            USING ERRCODE = 'CV011', HINT = 'Roles are system, user, assistant and tool.';
+    END IF;
+    PERFORM convo.check_parts(NEW.parts);
     IF NEW.parent_id IS NULL THEN
         NEW.depth := 0;
         SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index

@@ -2,14 +2,16 @@
 -- through, each with the deepest message of it on the path. A branch is a run
 -- of first children, so there is one row per branch point on the path (one
 -- row for a conversation that never branched): the walk up costs the number
--- of branch points, not the number of messages.
+-- of branch points, not the number of messages. PL/pgSQL, so its plan is cached.
 CREATE OR REPLACE FUNCTION convo.path_segments(p_conversation_id uuid, p_head_id uuid)
 RETURNS TABLE (branch_id uuid, max_depth int)
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 ROWS 4
 SET search_path = pg_catalog, convo
-BEGIN ATOMIC
+AS $$
+BEGIN
+    RETURN QUERY
     WITH RECURSIVE segments (branch_id, max_depth) AS (
         SELECT h.branch_id, h.depth
           FROM convo.messages h
@@ -22,3 +24,4 @@ BEGIN ATOMIC
     )
     SELECT s.branch_id, s.max_depth FROM segments s;
 END;
+$$;

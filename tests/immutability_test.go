@@ -1,0 +1,156 @@
+package tests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestDirectHeadUpdateIsLogged: an UPDATE of the head outside the API, by
+// the table owner, writes exactly one head-log row ('direct_update', moved
+// by session_user); an UPDATE that leaves the head where it is writes none.
+func TestDirectHeadUpdateIsLogged(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	conv := createConversation(t, db, "owner-1", "You are terse.")
+	u1 := appendMsg(t, db, conv, "user", textParts("Hello."))
+	a1 := appendMsg(t, db, conv, "assistant", textParts("Hi."))
+	other := createConversation(t, db, "owner-2", "You are verbose.")
+	session := queryRow[string](t, db, `SELECT session_user::text`)
+	requireEqual(t, "owner of convo.conversations", queryRow[string](t, db,
+		`SELECT tableowner::text FROM pg_tables WHERE schemaname = 'convo' AND tablename = 'conversations'`), session)
+
+	logged := len(readHeadHistory(t, db, conv))
+	mustExec(t, db, `UPDATE convo.conversations SET head_message_id = $2 WHERE id = $1`, conv, u1)
+	moves := readHeadHistory(t, db, conv)
+	requireEqual(t, "head-log rows added by the UPDATE", len(moves)-logged, 1)
+	last := moves[len(moves)-1]
+	requireEqual(t, "logged move", [4]string{last.PreviousHeadID, last.HeadMessageID, last.Reason, last.MovedBy},
+		[4]string{a1, u1, "direct_update", session})
+	requireHeadChain(t, moves)
+
+	t.Run("an UPDATE that keeps the head writes nothing", func(t *testing.T) {
+		before := snapshotCounts(t, db)
+		mustExec(t, db, `UPDATE convo.conversations SET head_message_id = $2 WHERE id = $1`, conv, u1)
+		mustExec(t, db, `UPDATE convo.conversations SET head_message_id = head_message_id`)
+		mustExec(t, db, `UPDATE convo.conversations SET metadata = '{"note": "x"}' WHERE id = $1`, conv)
+		requireUnchanged(t, db, before)
+	})
+
+	t.Run("a direct UPDATE after an API move in the same transaction is logged as direct_update", func(t *testing.T) {
+		logged := len(readHeadHistory(t, db, conv))
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT convo.move_head($1, $2, p_moved_by => 'tab-1')`, conv, a1); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE convo.conversations SET head_message_id = $2 WHERE id = $1`, conv, u1)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		moves := readHeadHistory(t, db, conv)
+		requireEqual(t, "rows added", len(moves)-logged, 2)
+		api, direct := moves[logged], moves[logged+1]
+		requireEqual(t, "API move", [3]string{api.HeadMessageID, api.Reason, api.MovedBy}, [3]string{a1, "switch", "tab-1"})
+		requireEqual(t, "direct move", [3]string{direct.HeadMessageID, direct.Reason, direct.MovedBy}, [3]string{u1, "direct_update", session})
+	})
+
+	t.Run("the head names a message of its own conversation, and is never unset", func(t *testing.T) {
+		before := snapshotCounts(t, db)
+		_, err := db.Exec(ctx, `UPDATE convo.conversations SET head_message_id = $2 WHERE id = $1`, conv, headOf(t, db, other))
+		requireSQLState(t, err, "23503") // foreign_key_violation
+		_, err = db.Exec(ctx, `UPDATE convo.conversations SET head_message_id = NULL WHERE id = $1`, conv)
+		requireSQLState(t, err, "CV011")
+		requireUnchanged(t, db, before)
+	})
+}
+
+// TestAppendOnlyTablesRefuseChanges: UPDATE, DELETE and TRUNCATE on
+// messages, message_parts and conversation_head_log raise CV005 (a plain
+// TRUNCATE of a table that foreign keys reference: 0A000) for the
+// owner (the superuser, in tests), for a non-superuser granted ALL on the
+// tables, and for a superuser session with session_replication_role =
+// replica (the triggers are ENABLE ALWAYS); DELETE and TRUNCATE on
+// conversations too.
+// Each statement runs in autocommit, so a change the triggers let through
+// would stay; afterwards every row is as it was.
+func TestAppendOnlyTablesRefuseChanges(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	s := buildStory(t, db)
+	editMsg(t, db, s.conv, s.u3, textParts("When does it arrive?"))
+	grantee := createGrantedRole(t, db)
+	session := queryRow[string](t, db, `SELECT session_user::text`)
+	requireCount(t, db, 4, `SELECT count(*) FROM pg_tables WHERE schemaname = 'convo'
+		AND tablename IN ('conversations', 'messages', 'message_parts', 'conversation_head_log') AND tableowner = $1`, session)
+
+	tables := []string{"convo.conversations", "convo.messages", "convo.message_parts", "convo.conversation_head_log"}
+	before := map[string]map[string]rowVersion{}
+	for _, table := range tables {
+		before[table] = rowVersions(t, db, table)
+		if len(before[table]) == 0 {
+			t.Fatalf("%s is empty: nothing to protect", table)
+		}
+	}
+
+	// PostgreSQL refuses a plain TRUNCATE of a table that foreign keys point
+	// at (messages, conversations) with 0A000 before any trigger runs; with
+	// CASCADE the CV005 triggers are reached. Either way nothing goes.
+	statements := []struct{ name, sql, code string }{
+		{"UPDATE messages", `UPDATE convo.messages SET role = 'user' WHERE role = 'assistant'`, "CV005"},
+		{"DELETE messages", `DELETE FROM convo.messages`, "CV005"},
+		{"TRUNCATE messages", `TRUNCATE convo.messages`, "0A000"},
+		{"TRUNCATE messages CASCADE", `TRUNCATE convo.messages CASCADE`, "CV005"},
+		{"UPDATE message_parts", `UPDATE convo.message_parts SET body = jsonb_set(body, '{text}', '"forged"') WHERE type = 'text'`, "CV005"},
+		{"DELETE message_parts", `DELETE FROM convo.message_parts`, "CV005"},
+		{"TRUNCATE message_parts", `TRUNCATE convo.message_parts`, "CV005"},
+		{"UPDATE conversation_head_log", `UPDATE convo.conversation_head_log SET moved_by = 'forger'`, "CV005"},
+		{"DELETE conversation_head_log", `DELETE FROM convo.conversation_head_log`, "CV005"},
+		{"TRUNCATE conversation_head_log", `TRUNCATE convo.conversation_head_log`, "CV005"},
+		{"DELETE conversations", `DELETE FROM convo.conversations`, "CV005"},
+		{"TRUNCATE conversations", `TRUNCATE convo.conversations`, "0A000"},
+		{"TRUNCATE conversations CASCADE", `TRUNCATE convo.conversations CASCADE`, "CV005"},
+	}
+	actors := []struct {
+		name  string
+		setup string
+		check string // a query that must return true once setup ran
+	}{
+		{"owner", ``, `SELECT current_user = session_user AND rolsuper FROM pg_roles WHERE rolname = current_user`},
+		{"granted non-superuser", `SET ROLE ` + pgx.Identifier{grantee}.Sanitize(),
+			`SELECT NOT rolsuper AND current_user = '` + grantee + `' AND NOT EXISTS (
+			     SELECT FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user))
+			   FROM pg_roles WHERE rolname = current_user`},
+		{"replica", `SET session_replication_role = replica`, `SELECT current_setting('session_replication_role') = 'replica'`},
+	}
+	for _, actor := range actors {
+		t.Run(actor.name, func(t *testing.T) {
+			conn := dedicatedConn(t, db)
+			if actor.setup != "" {
+				if _, err := conn.Exec(ctx, actor.setup); err != nil {
+					t.Fatalf("%s: %v", actor.setup, err)
+				}
+			}
+			var ok bool
+			if err := conn.QueryRow(ctx, actor.check).Scan(&ok); err != nil || !ok {
+				t.Fatalf("the session is not set up as %s (err %v)", actor.name, err)
+			}
+			for _, st := range statements {
+				t.Run(st.name, func(t *testing.T) {
+					_, err := conn.Exec(ctx, st.sql) // autocommit: nothing rolls a slip back
+					requireSQLState(t, err, st.code)
+				})
+			}
+		})
+	}
+	for _, table := range tables {
+		after := rowVersions(t, db, table)
+		if added := requireRowsKept(t, table, before[table], after); len(added) > 0 {
+			t.Errorf("%s: rows added: %v", table, added)
+		}
+	}
+}

@@ -1,0 +1,464 @@
+package tests
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Helpers for the conversation-tree tests: thin wrappers around the
+// convo.* API that fail the test on error, readers for path, head_history
+// and alternatives, and snapshots that prove a call wrote nothing.
+//
+// Ids travel as text (uuid::text on the way out, a Go string on the way
+// in); "" stands for a NULL id.
+
+// newID returns a random version-4 UUID, for client-supplied ids.
+func newID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux.
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// textParts returns the parts of a message made of one text part.
+func textParts(text string) string {
+	b, err := json.Marshal([]map[string]string{{"type": "text", "text": text}})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// nullable turns "" into a NULL argument.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// createConversation calls convo.create_conversation; systemPrompt "" means
+// no system prompt (NULL).
+func createConversation(t testing.TB, db *pgxpool.Pool, owner, systemPrompt string) string {
+	t.Helper()
+	return queryRow[string](t, db, `SELECT convo.create_conversation($1, $2)::text`, owner, nullable(systemPrompt))
+}
+
+// appendMsg appends a message under the head and returns its id.
+func appendMsg(t testing.TB, db *pgxpool.Pool, conv, role, parts string) string {
+	t.Helper()
+	return queryRow[string](t, db, `SELECT convo.append_message($1, $2, $3)::text`, conv, role, parts)
+}
+
+// editMsg calls edit_and_resend on a user message and returns the new id.
+func editMsg(t testing.TB, db *pgxpool.Pool, conv, msg, parts string) string {
+	t.Helper()
+	return queryRow[string](t, db, `SELECT convo.edit_and_resend($1, $2, $3)::text`, conv, msg, parts)
+}
+
+// regenerateMsg calls regenerate on an assistant message and returns the new id.
+func regenerateMsg(t testing.TB, db *pgxpool.Pool, conv, msg, parts string) string {
+	t.Helper()
+	return queryRow[string](t, db, `SELECT convo.regenerate($1, $2, $3)::text`, conv, msg, parts)
+}
+
+// moveHead calls move_head with the default reason.
+func moveHead(t testing.TB, db *pgxpool.Pool, conv, msg string) {
+	t.Helper()
+	mustExec(t, db, `SELECT convo.move_head($1, $2)`, conv, msg)
+}
+
+// headOf returns the conversation's head, "" when it has none.
+func headOf(t testing.TB, db *pgxpool.Pool, conv string) string {
+	t.Helper()
+	return queryRow[string](t, db,
+		`SELECT coalesce(head_message_id::text, '') FROM convo.conversations WHERE id = $1`, conv)
+}
+
+// dbNow returns the database's clock_timestamp(), read in a transaction of its own.
+func dbNow(t testing.TB, db *pgxpool.Pool) time.Time {
+	t.Helper()
+	return queryRow[time.Time](t, db, `SELECT clock_timestamp()`)
+}
+
+// pathRow is one row of convo.path / convo.path_at; ParentID and
+// BranchReason are "" for NULL, Parts is jsonb's text form.
+type pathRow struct {
+	Depth        int32
+	MessageID    string
+	ParentID     string
+	Role         string
+	Parts        string
+	BranchReason string
+	CreatedAt    time.Time
+	SiblingIndex int32
+	SiblingCount int32
+}
+
+const pathColumns = `depth, message_id::text, coalesce(parent_id::text, ''), role, parts::text,
+	coalesce(branch_reason, ''), created_at, sibling_index, sibling_count`
+
+// readPath returns convo.path(conv).
+func readPath(t testing.TB, db *pgxpool.Pool, conv string) []pathRow {
+	t.Helper()
+	return queryPath(t, db, `SELECT `+pathColumns+` FROM convo.path($1)`, conv)
+}
+
+// readPathAt returns convo.path_at(conv, at).
+func readPathAt(t testing.TB, db *pgxpool.Pool, conv string, at time.Time) []pathRow {
+	t.Helper()
+	return queryPath(t, db, `SELECT `+pathColumns+` FROM convo.path_at($1, $2)`, conv, at)
+}
+
+func queryPath(t testing.TB, db *pgxpool.Pool, sql string, args ...any) []pathRow {
+	t.Helper()
+	rows, err := db.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatalf("query %s: %v", sql, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pathRow, error) {
+		var p pathRow
+		err := r.Scan(&p.Depth, &p.MessageID, &p.ParentID, &p.Role, &p.Parts, &p.BranchReason,
+			&p.CreatedAt, &p.SiblingIndex, &p.SiblingCount)
+		p.CreatedAt = p.CreatedAt.UTC()
+		return p, err
+	})
+	if err != nil {
+		t.Fatalf("reading %s: %v", sql, err)
+	}
+	return out
+}
+
+// pathIDs returns the message ids of convo.path(conv), root first.
+func pathIDs(t testing.TB, db *pgxpool.Pool, conv string) []string {
+	t.Helper()
+	return ids(readPath(t, db, conv))
+}
+
+// ids returns the message ids of path rows.
+func ids(rows []pathRow) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.MessageID
+	}
+	return out
+}
+
+// withoutCounts blanks SiblingCount, which path_at reports for the tree as
+// it is now (later siblings included), so that paths read at different
+// times can be compared.
+func withoutCounts(rows []pathRow) []pathRow {
+	out := make([]pathRow, len(rows))
+	for i, r := range rows {
+		r.SiblingCount = 0
+		out[i] = r
+	}
+	return out
+}
+
+// headMove is one row of convo.head_history; "" stands for NULL.
+type headMove struct {
+	Seq            int64
+	HeadMessageID  string
+	PreviousHeadID string
+	MovedAt        time.Time
+	MovedBy        string
+	Reason         string
+}
+
+// readHeadHistory returns convo.head_history(conv), oldest first.
+func readHeadHistory(t testing.TB, db *pgxpool.Pool, conv string) []headMove {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `
+		SELECT seq, head_message_id::text, coalesce(previous_head_id::text, ''), moved_at,
+		       coalesce(moved_by, ''), reason
+		  FROM convo.head_history($1)`, conv)
+	if err != nil {
+		t.Fatalf("head_history: %v", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (headMove, error) {
+		var m headMove
+		err := r.Scan(&m.Seq, &m.HeadMessageID, &m.PreviousHeadID, &m.MovedAt, &m.MovedBy, &m.Reason)
+		m.MovedAt = m.MovedAt.UTC()
+		return m, err
+	})
+	if err != nil {
+		t.Fatalf("reading head_history: %v", err)
+	}
+	return out
+}
+
+// reasons returns the reasons of head moves, oldest first.
+func reasons(moves []headMove) []string {
+	out := make([]string, len(moves))
+	for i, m := range moves {
+		out[i] = m.Reason
+	}
+	return out
+}
+
+// requireHeadChain fails unless every move's previous_head_id is the head
+// of the move before it (the first move's is NULL).
+func requireHeadChain(t testing.TB, moves []headMove) {
+	t.Helper()
+	prev, prevSeq := "", int64(0)
+	for i, m := range moves {
+		if m.PreviousHeadID != prev {
+			t.Fatalf("head_history[%d] (seq %d): previous_head_id %q, want %q (the head before it)", i, m.Seq, m.PreviousHeadID, prev)
+		}
+		if i > 0 && m.Seq <= prevSeq {
+			t.Fatalf("head_history[%d]: seq %d does not follow %d", i, m.Seq, prevSeq)
+		}
+		prev, prevSeq = m.HeadMessageID, m.Seq
+	}
+}
+
+// alternative is one row of convo.alternatives.
+type alternative struct {
+	MessageID    string
+	BranchReason string
+	CreatedAt    time.Time
+	OnHeadPath   bool
+	LatestLeafID string
+}
+
+// readAlternatives returns convo.alternatives(conv, msg), oldest first.
+func readAlternatives(t testing.TB, db *pgxpool.Pool, conv, msg string) []alternative {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `
+		SELECT message_id::text, coalesce(branch_reason, ''), created_at, on_head_path,
+		       coalesce(latest_leaf_id::text, '')
+		  FROM convo.alternatives($1, $2)`, conv, msg)
+	if err != nil {
+		t.Fatalf("alternatives: %v", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (alternative, error) {
+		var a alternative
+		err := r.Scan(&a.MessageID, &a.BranchReason, &a.CreatedAt, &a.OnHeadPath, &a.LatestLeafID)
+		a.CreatedAt = a.CreatedAt.UTC()
+		return a, err
+	})
+	if err != nil {
+		t.Fatalf("reading alternatives: %v", err)
+	}
+	return out
+}
+
+// tableCounts is what a failed call must leave alone: the row count of
+// every tree table and the head of every conversation.
+type tableCounts struct {
+	Conversations, Messages, Parts, HeadLog int64
+	Heads                                   string
+}
+
+// snapshotCounts reads tableCounts.
+func snapshotCounts(t testing.TB, db *pgxpool.Pool) tableCounts {
+	t.Helper()
+	var c tableCounts
+	err := db.QueryRow(context.Background(), `
+		SELECT (SELECT count(*) FROM convo.conversations),
+		       (SELECT count(*) FROM convo.messages),
+		       (SELECT count(*) FROM convo.message_parts),
+		       (SELECT count(*) FROM convo.conversation_head_log),
+		       (SELECT coalesce(string_agg(id::text || '=' || coalesce(head_message_id::text, 'none'), ',' ORDER BY id), '')
+		          FROM convo.conversations)`).
+		Scan(&c.Conversations, &c.Messages, &c.Parts, &c.HeadLog, &c.Heads)
+	if err != nil {
+		t.Fatalf("snapshotting counts: %v", err)
+	}
+	return c
+}
+
+// requireUnchanged fails if the counts or heads differ from before.
+func requireUnchanged(t testing.TB, db *pgxpool.Pool, before tableCounts) {
+	t.Helper()
+	if after := snapshotCounts(t, db); after != before {
+		t.Fatalf("the call wrote something:\n before %+v\n after  %+v", before, after)
+	}
+}
+
+// rowVersion is one physical row version: its xmin, its ctid and its
+// whole content. Equal rowVersions mean the row was not touched.
+type rowVersion struct {
+	Xmin, Ctid, Row string
+}
+
+// rowVersionQueries read every row of a tree table, keyed by its primary
+// key.
+var rowVersionQueries = map[string]string{
+	"convo.messages": `SELECT conversation_id || '/' || id, xmin::text, ctid::text, to_jsonb(t)::text
+		FROM convo.messages t`,
+	"convo.message_parts": `SELECT conversation_id || '/' || message_id || '/' || ordinal, xmin::text, ctid::text, to_jsonb(t)::text
+		FROM convo.message_parts t`,
+	"convo.conversation_head_log": `SELECT conversation_id || '/' || seq, xmin::text, ctid::text, to_jsonb(t)::text
+		FROM convo.conversation_head_log t`,
+	"convo.conversations": `SELECT id::text, xmin::text, ctid::text, to_jsonb(t)::text
+		FROM convo.conversations t`,
+}
+
+// rowVersions returns every row version of table (a key of
+// rowVersionQueries), keyed by primary key.
+func rowVersions(t testing.TB, db *pgxpool.Pool, table string) map[string]rowVersion {
+	t.Helper()
+	query, ok := rowVersionQueries[table]
+	if !ok {
+		t.Fatalf("no row-version query for %s", table)
+	}
+	rows, err := db.Query(context.Background(), query)
+	if err != nil {
+		t.Fatalf("reading row versions of %s: %v", table, err)
+	}
+	defer rows.Close()
+	out := map[string]rowVersion{}
+	for rows.Next() {
+		var key string
+		var v rowVersion
+		if err := rows.Scan(&key, &v.Xmin, &v.Ctid, &v.Row); err != nil {
+			t.Fatalf("scanning row versions of %s: %v", table, err)
+		}
+		out[key] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("reading row versions of %s: %v", table, err)
+	}
+	return out
+}
+
+// requireRowsKept fails unless every row of before is in after with the
+// same xmin, ctid and content, and returns the keys of the rows after has
+// in addition (the new rows).
+func requireRowsKept(t testing.TB, table string, before, after map[string]rowVersion) []string {
+	t.Helper()
+	for key, old := range before {
+		now, ok := after[key]
+		switch {
+		case !ok:
+			t.Errorf("%s: row %s is gone", table, key)
+		case now != old:
+			t.Errorf("%s: row %s was touched:\n before %+v\n after  %+v", table, key, old, now)
+		}
+	}
+	var added []string
+	for key := range after {
+		if _, ok := before[key]; !ok {
+			added = append(added, key)
+		}
+	}
+	return added
+}
+
+// pgError returns err as a *pgconn.PgError, failing the test if it is not one.
+func pgError(t testing.TB, err error) *pgconn.PgError {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		t.Fatalf("want a PostgreSQL error, got %v", err)
+	}
+	return pgErr
+}
+
+// sqlState returns err's SQLSTATE, or "" when err is not a PostgreSQL error.
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// requireEqual fails unless got equals want, printing both.
+func requireEqual[T comparable](t testing.TB, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+// requireSlice fails unless got and want have the same elements in order.
+func requireSlice[T comparable](t testing.TB, what string, got, want []T) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: got %d elements %v, want %d %v", what, len(got), got, len(want), want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: element %d is %v, want %v\n got  %v\n want %v", what, i, got[i], want[i], got, want)
+		}
+	}
+}
+
+// jsonbSize returns the size in bytes of doc in jsonb's text form, the
+// measure every size cap uses.
+func jsonbSize(t testing.TB, db *pgxpool.Pool, doc string) int {
+	t.Helper()
+	return queryRow[int](t, db, `SELECT octet_length($1::jsonb::text)`, doc)
+}
+
+// sizedJSON returns build(n) for the n that makes its jsonb text exactly
+// target bytes. build must grow by one byte per unit of n (a run of ASCII
+// letters in a string, say).
+func sizedJSON(t testing.TB, db *pgxpool.Pool, target int, build func(n int) string) string {
+	t.Helper()
+	const probe = 1000
+	n := probe + target - jsonbSize(t, db, build(probe))
+	doc := build(n)
+	if got := jsonbSize(t, db, doc); got != target {
+		t.Fatalf("built a document of %d bytes, want %d", got, target)
+	}
+	return doc
+}
+
+// letters returns n bytes of ASCII text.
+func letters(n int) string {
+	return strings.Repeat("x", n)
+}
+
+// createGrantedRole creates a NOLOGIN, non-superuser role that owns nothing
+// but holds ALL on every table of convo, and drops it when the test ends.
+// Roles are cluster-wide, so the name is random.
+func createGrantedRole(t testing.TB, db *pgxpool.Pool) string {
+	t.Helper()
+	name := "convo_grantee_" + strings.ReplaceAll(newID()[:13], "-", "")
+	ident := pgx.Identifier{name}.Sanitize()
+	mustExec(t, db, fmt.Sprintf(`CREATE ROLE %s NOLOGIN NOSUPERUSER NOINHERIT`, ident))
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if _, err := db.Exec(ctx, `DROP OWNED BY `+ident); err != nil {
+			t.Errorf("dropping what %s owns: %v", name, err)
+		}
+		if _, err := db.Exec(ctx, `DROP ROLE `+ident); err != nil {
+			t.Errorf("dropping role %s: %v", name, err)
+		}
+	})
+	mustExec(t, db, `GRANT USAGE ON SCHEMA convo TO `+ident)
+	mustExec(t, db, `GRANT ALL ON ALL TABLES IN SCHEMA convo TO `+ident)
+	return name
+}
+
+// dedicatedConn opens a connection of its own to db's database (for
+// session settings such as SET ROLE that must not leak into the pool),
+// closed when the test ends.
+func dedicatedConn(t testing.TB, db *pgxpool.Pool) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), db.Config().ConnString())
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}

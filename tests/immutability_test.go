@@ -98,7 +98,7 @@ func TestAppendOnlyTablesRefuseChanges(t *testing.T) {
 	}
 
 	// PostgreSQL refuses a plain TRUNCATE of a table that foreign keys point
-	// at (messages, conversations) with 0A000 before any trigger runs; with
+	// at (messages, conversations, message_parts) with 0A000 before any trigger runs; with
 	// CASCADE the CV005 triggers are reached. Either way nothing goes.
 	statements := []struct{ name, sql, code string }{
 		{"UPDATE messages", `UPDATE convo.messages SET role = 'user' WHERE role = 'assistant'`, "CV005"},
@@ -107,7 +107,8 @@ func TestAppendOnlyTablesRefuseChanges(t *testing.T) {
 		{"TRUNCATE messages CASCADE", `TRUNCATE convo.messages CASCADE`, "CV005"},
 		{"UPDATE message_parts", `UPDATE convo.message_parts SET body = jsonb_set(body, '{text}', '"forged"') WHERE type = 'text'`, "CV005"},
 		{"DELETE message_parts", `DELETE FROM convo.message_parts`, "CV005"},
-		{"TRUNCATE message_parts", `TRUNCATE convo.message_parts`, "CV005"},
+		{"TRUNCATE message_parts", `TRUNCATE convo.message_parts`, "0A000"}, // tool_effect_calls references it
+		{"TRUNCATE message_parts CASCADE", `TRUNCATE convo.message_parts CASCADE`, "CV005"},
 		{"UPDATE conversation_head_log", `UPDATE convo.conversation_head_log SET moved_by = 'forger'`, "CV005"},
 		{"DELETE conversation_head_log", `DELETE FROM convo.conversation_head_log`, "CV005"},
 		{"TRUNCATE conversation_head_log", `TRUNCATE convo.conversation_head_log`, "CV005"},

@@ -1,0 +1,62 @@
+-- 0002_effects down: drops what 0002_effects.up.sql created, in reverse order.
+
+DROP TRIGGER tools_append_only ON convo.tools;
+DROP TRIGGER tool_receipts_transition ON convo.tool_receipts;
+DROP TRIGGER tool_receipts_no_delete ON convo.tool_receipts;
+DROP TRIGGER tool_effects_transition ON convo.tool_effects;
+DROP TRIGGER tool_effects_no_delete ON convo.tool_effects;
+DROP TRIGGER tool_effects_log ON convo.tool_effects;
+DROP TRIGGER tool_effect_events_append_only ON convo.tool_effect_events;
+DROP TRIGGER tool_effect_calls_append_only ON convo.tool_effect_calls;
+DROP TRIGGER message_parts_record_tool_call ON convo.message_parts;
+DROP TRIGGER generations_transition ON convo.generations;
+DROP TRIGGER generations_no_delete ON convo.generations;
+DROP TRIGGER effect_transitions_fixed ON convo.effect_transitions;
+
+DROP VIEW convo.stale_pending_effects;
+DROP VIEW convo.stale_generations;
+DROP VIEW convo.orphaned_applied_effects;
+
+DROP FUNCTION convo.set_effect_context;
+DROP FUNCTION convo.max_request_bytes;
+DROP FUNCTION convo.max_ref_length;
+DROP FUNCTION convo.max_detail_bytes;
+DROP FUNCTION convo.json_path;
+DROP FUNCTION convo.generation_stale_after;
+DROP FUNCTION convo.fork_point_of;
+DROP FUNCTION convo.tool_ref;
+DROP FUNCTION convo.tool_receipts_transition;
+DROP FUNCTION convo.tool_effects_transition;
+DROP FUNCTION convo.tool_effects_log;
+DROP FUNCTION convo.settle_effect;
+DROP FUNCTION convo.register_tool;
+DROP FUNCTION convo.record_tool_call;
+DROP FUNCTION convo.receipt_ref;
+DROP FUNCTION convo.generations_transition;
+DROP FUNCTION convo.generation_ref;
+DROP FUNCTION convo.fill_receipt;
+DROP FUNCTION convo.fail_receipt;
+DROP FUNCTION convo.fail_generation;
+DROP FUNCTION convo.expire_receipts;
+DROP FUNCTION convo.effect_ref;
+DROP FUNCTION convo.effect_for_call;
+DROP FUNCTION convo.decline_effect;
+DROP FUNCTION convo.confirm_effect;
+DROP FUNCTION convo.complete_generation;
+DROP FUNCTION convo.compensate_effect;
+DROP FUNCTION convo.check_size;
+DROP FUNCTION convo.check_args_schema;
+DROP FUNCTION convo.cancel_generation;
+DROP FUNCTION convo.begin_receipt;
+DROP FUNCTION convo.begin_generation;
+DROP FUNCTION convo.args_errors;
+DROP FUNCTION convo.apply_receipt;
+
+DROP INDEX convo.message_parts_tool_call_idx;
+DROP TABLE convo.tool_receipts;
+DROP TABLE convo.tool_effect_events;
+DROP TABLE convo.tool_effect_calls;
+DROP TABLE convo.tool_effects;
+DROP TABLE convo.effect_transitions;
+DROP TABLE convo.tools;
+DROP TABLE convo.generations;

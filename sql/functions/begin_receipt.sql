@@ -1,0 +1,58 @@
+-- begin_receipt: the receipt row first, in pending, before the model fills
+-- any argument: one allowlisted tool, its version frozen here. A repeat with
+-- the same owner and key returns the first row (created = false); the same
+-- key with another tool or request raises CV009.
+CREATE OR REPLACE FUNCTION convo.begin_receipt(
+    p_owner_id        text,
+    p_idempotency_key text,
+    p_tool_name       text,
+    p_request         jsonb DEFAULT '{}')
+RETURNS TABLE (receipt_id uuid, status text, http_status int, error_code text, result_ref text, created boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_tool    convo.tools;
+    v_digest  text;
+    v_receipt convo.tool_receipts;
+BEGIN
+    IF p_owner_id IS NULL OR p_owner_id = '' OR p_request IS NULL OR p_tool_name IS NULL THEN
+        RAISE EXCEPTION 'p_owner_id, p_tool_name and p_request are required' USING ERRCODE = 'CV011';
+    END IF;
+    IF p_idempotency_key IS NULL OR length(p_idempotency_key) NOT BETWEEN 8 AND 255 THEN
+        RAISE EXCEPTION 'an idempotency key is 8 to 255 characters'
+            USING ERRCODE = 'CV011', DETAIL = format('key %s', coalesce(quote_literal(p_idempotency_key), 'NULL'));
+    END IF;
+    PERFORM convo.check_size('p_request', p_request, convo.max_request_bytes());
+    v_digest := encode(sha256(convert_to(p_request::text, 'UTF8')), 'hex');
+
+    SELECT * INTO v_receipt FROM convo.tool_receipts r
+     WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;
+    IF NOT FOUND THEN
+        v_tool := convo.tool_ref(p_tool_name);
+        INSERT INTO convo.tool_receipts (id, owner_id, idempotency_key, tool_name, tool_version, request, request_digest, deadline_at)
+        VALUES (gen_random_uuid(), p_owner_id, p_idempotency_key, v_tool.name, v_tool.version, p_request, v_digest,
+                clock_timestamp() + v_tool.deadline)
+        ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+        RETURNING * INTO v_receipt;
+        IF FOUND THEN
+            RETURN QUERY SELECT v_receipt.id, v_receipt.status, v_receipt.http_status, v_receipt.error_code,
+                                v_receipt.result_ref, true;
+            RETURN;
+        END IF;
+        -- Another transaction filed the same key first: answer as a repeat.
+        SELECT * INTO v_receipt FROM convo.tool_receipts r
+         WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;
+    END IF;
+    IF v_receipt.tool_name <> p_tool_name OR v_receipt.request_digest <> v_digest THEN
+        RAISE EXCEPTION 'idempotency key % is already used for a different request', p_idempotency_key
+            USING ERRCODE = 'CV009',
+                  DETAIL = format('receipt %s, owner %s, tool %s', v_receipt.id, p_owner_id, v_receipt.tool_name);
+    END IF;
+    RETURN QUERY SELECT v_receipt.id, v_receipt.status, v_receipt.http_status, v_receipt.error_code,
+                        v_receipt.result_ref, false;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.begin_receipt(text, text, text, jsonb) IS
+    'File a receipt (pending) before a route-initiated mutation; a repeat of the key returns the first row.';

@@ -1,0 +1,26 @@
+-- cancel_generation: streaming to cancelled (the user pressed stop). A
+-- repeat is a no-op; anything else on an ended generation is CV006.
+CREATE OR REPLACE FUNCTION convo.cancel_generation(p_conversation_id uuid, p_generation_id uuid)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_generation convo.generations;
+BEGIN
+    PERFORM convo.lock_conversation(p_conversation_id);
+    v_generation := convo.generation_ref(p_conversation_id, p_generation_id);
+    IF v_generation.state = 'cancelled' THEN
+        RETURN;
+    END IF;
+    IF v_generation.state <> 'streaming' THEN
+        RAISE EXCEPTION 'generation % is %: only a streaming generation is cancelled', p_generation_id, v_generation.state
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s, state %s', p_generation_id, v_generation.state);
+    END IF;
+    UPDATE convo.generations g
+       SET state = 'cancelled', finished_at = clock_timestamp()
+     WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.cancel_generation(uuid, uuid) IS 'A streaming generation was cancelled.';

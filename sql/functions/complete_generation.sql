@@ -1,0 +1,59 @@
+-- complete_generation: streaming to completed. The answer becomes an
+-- assistant child of the prompt message in the same transaction
+-- (regenerate if the prompt already has an assistant child, branch if it has
+-- other children); the head moves to it only if the head has not moved since
+-- begin_generation, so a late answer does not yank a tab that moved on.
+-- An exact repeat returns the same message.
+CREATE OR REPLACE FUNCTION convo.complete_generation(
+    p_conversation_id uuid,
+    p_generation_id   uuid,
+    p_parts           jsonb,
+    p_usage           jsonb DEFAULT '{}',
+    p_finish_reason   text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_head       uuid := convo.lock_conversation(p_conversation_id);
+    v_generation convo.generations := convo.generation_ref(p_conversation_id, p_generation_id);
+    v_message    uuid := gen_random_uuid();
+    v_reason     text;
+BEGIN
+    IF p_parts IS NULL OR p_usage IS NULL OR jsonb_typeof(p_usage) <> 'object' THEN
+        RAISE EXCEPTION 'p_parts and p_usage (a JSON object) are required'
+            USING ERRCODE = 'CV011', DETAIL = format('generation %s', p_generation_id);
+    END IF;
+    IF v_generation.state = 'completed' AND v_generation.usage = p_usage
+       AND v_generation.finish_reason IS NOT DISTINCT FROM p_finish_reason
+       AND (SELECT m.parts FROM convo.messages m
+             WHERE m.conversation_id = p_conversation_id AND m.id = v_generation.message_id) = p_parts THEN
+        RETURN v_generation.message_id;
+    END IF;
+    IF v_generation.state <> 'streaming' THEN
+        RAISE EXCEPTION 'generation % is %: only a streaming generation completes', p_generation_id, v_generation.state
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s, state %s', p_generation_id, v_generation.state);
+    END IF;
+    PERFORM convo.check_size('p_usage', p_usage, convo.max_detail_bytes());
+    IF length(p_finish_reason) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_finish_reason is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
+    END IF;
+    SELECT CASE WHEN bool_or(c.role = 'assistant') THEN 'regenerate' WHEN count(*) > 0 THEN 'branch' END
+      INTO v_reason
+      FROM convo.messages c
+     WHERE c.conversation_id = p_conversation_id AND c.parent_id = v_generation.prompt_message_id;
+    PERFORM convo.insert_message(p_conversation_id, v_message, v_generation.prompt_message_id, 'assistant', p_parts, v_reason);
+    UPDATE convo.generations g
+       SET state = 'completed', message_id = v_message, usage = p_usage, finish_reason = p_finish_reason,
+           finished_at = clock_timestamp()
+     WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id;
+    IF v_head IS NOT DISTINCT FROM v_generation.head_at_begin THEN
+        PERFORM convo.move_head_to(p_conversation_id, v_message,
+                                   CASE WHEN v_reason = 'regenerate' THEN 'regenerate' ELSE 'append' END, NULL);
+    END IF;
+    RETURN v_message;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.complete_generation(uuid, uuid, jsonb, jsonb, text) IS
+    'Complete a streaming generation: its answer becomes a child of the prompt; the head follows only if it has not moved since begin.';

@@ -1,0 +1,58 @@
+-- effect_for_call: what the agent loop must do for a tool call, read from the
+-- ledger decision written when the call was appended: execute (send with
+-- idempotency_key), reuse (take the existing outcome), confirm (ask a
+-- person), rejected, or replay (a registered tool without effects).
+CREATE OR REPLACE FUNCTION convo.effect_for_call(p_conversation_id uuid, p_tool_call_id text)
+RETURNS TABLE (effect_id uuid, decision text, state text, idempotency_key text, external_ref text,
+               http_status int, error_code text)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_part  convo.message_parts;
+    v_other uuid;
+    v_tool  convo.tools;
+BEGIN
+    PERFORM convo.conversation_ref(p_conversation_id);
+    IF p_tool_call_id IS NULL THEN
+        RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011';
+    END IF;
+    SELECT * INTO v_part FROM convo.message_parts p
+     WHERE p.conversation_id = p_conversation_id AND p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id;
+    IF NOT FOUND THEN
+        SELECT p.conversation_id INTO v_other FROM convo.message_parts p
+         WHERE p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'tool call % belongs to another conversation', p_tool_call_id
+                USING ERRCODE = 'CV003',
+                      DETAIL = format('tool call %s, conversation %s, named in conversation %s', p_tool_call_id, v_other, p_conversation_id);
+        END IF;
+        RAISE EXCEPTION 'tool call % does not exist', p_tool_call_id
+            USING ERRCODE = 'CV002', DETAIL = format('tool call %s, conversation %s', p_tool_call_id, p_conversation_id);
+    END IF;
+
+    RETURN QUERY
+    SELECT e.id, l.decision, e.state, e.idempotency_key, e.external_ref, e.http_status, e.error_code
+      FROM convo.tool_effect_calls l
+      JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+     WHERE l.conversation_id = p_conversation_id AND l.tool_call_id = p_tool_call_id;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+
+    SELECT * INTO v_tool FROM convo.tools t WHERE t.name = v_part.tool_name ORDER BY t.version DESC LIMIT 1;
+    IF FOUND AND NOT v_tool.effectful THEN
+        RETURN QUERY SELECT NULL::uuid, 'replay'::text, NULL::text, NULL::text, NULL::text, NULL::int, NULL::text;
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'tool % of call % was not an effectful tool on the allowlist when the call was appended',
+            v_part.tool_name, p_tool_call_id
+        USING ERRCODE = 'CV007',
+              DETAIL = format('tool %s, tool call %s, conversation %s', v_part.tool_name, p_tool_call_id, p_conversation_id),
+              HINT = 'An unregistered tool never gets a go-ahead; register it, then append a new call.';
+END;
+$$;
+
+COMMENT ON FUNCTION convo.effect_for_call(uuid, text) IS
+    'What the agent loop must do for a tool call: execute, reuse, confirm, rejected or replay (CV007 for an unregistered tool).';

@@ -1,0 +1,24 @@
+-- expire_receipts: the sweeper: pending receipts past their tool's deadline
+-- fail with 504 deadline_exceeded, so none stays pending forever. Returns
+-- how many it failed.
+CREATE OR REPLACE FUNCTION convo.expire_receipts(p_now timestamptz DEFAULT clock_timestamp())
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_count int;
+BEGIN
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'p_now is required' USING ERRCODE = 'CV011';
+    END IF;
+    UPDATE convo.tool_receipts r
+       SET status = 'failed', http_status = 504, error_code = 'deadline_exceeded', settled_at = clock_timestamp()
+     WHERE r.status = 'pending' AND r.deadline_at < p_now;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.expire_receipts(timestamptz) IS
+    'Fail pending receipts past their tool''s deadline with 504 deadline_exceeded; returns the count.';

@@ -1,0 +1,38 @@
+-- fail_generation: streaming to failed, with an error code and details.
+-- An exact repeat is a no-op; anything else on an ended generation is CV006.
+CREATE OR REPLACE FUNCTION convo.fail_generation(
+    p_conversation_id uuid,
+    p_generation_id   uuid,
+    p_error_code      text,
+    p_error           jsonb DEFAULT '{}')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_generation convo.generations;
+BEGIN
+    PERFORM convo.lock_conversation(p_conversation_id);
+    v_generation := convo.generation_ref(p_conversation_id, p_generation_id);
+    IF p_error_code IS NULL OR p_error_code = '' OR p_error IS NULL THEN
+        RAISE EXCEPTION 'p_error_code and p_error are required' USING ERRCODE = 'CV011',
+            DETAIL = format('generation %s', p_generation_id);
+    END IF;
+    IF length(p_error_code) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_error_code is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
+    END IF;
+    PERFORM convo.check_size('p_error', p_error, convo.max_detail_bytes());
+    IF v_generation.state = 'failed' AND v_generation.error_code = p_error_code AND v_generation.error = p_error THEN
+        RETURN;
+    END IF;
+    IF v_generation.state <> 'streaming' THEN
+        RAISE EXCEPTION 'generation % is %: only a streaming generation fails', p_generation_id, v_generation.state
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s, state %s', p_generation_id, v_generation.state);
+    END IF;
+    UPDATE convo.generations g
+       SET state = 'failed', error_code = p_error_code, error = p_error, finished_at = clock_timestamp()
+     WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.fail_generation(uuid, uuid, text, jsonb) IS 'A streaming generation failed: record its error code and details.';

@@ -1,0 +1,33 @@
+-- fail_receipt: pending to failed, with an HTTP-style status and an error
+-- code (the fill failed upstream, the mutation was refused, ...). An exact
+-- repeat is a no-op.
+CREATE OR REPLACE FUNCTION convo.fail_receipt(p_receipt_id uuid, p_http_status int, p_error_code text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_receipt convo.tool_receipts := convo.receipt_ref(p_receipt_id);
+BEGIN
+    IF p_error_code IS NULL OR p_error_code = '' OR p_http_status IS NULL OR p_http_status NOT BETWEEN 400 AND 599 THEN
+        RAISE EXCEPTION 'p_error_code and a 4xx or 5xx p_http_status are required'
+            USING ERRCODE = 'CV011', DETAIL = format('receipt %s, http_status %s', p_receipt_id, p_http_status);
+    END IF;
+    IF length(p_error_code) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_error_code is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('receipt %s', p_receipt_id);
+    END IF;
+    IF v_receipt.status = 'failed' AND v_receipt.error_code = p_error_code AND v_receipt.http_status = p_http_status THEN
+        RETURN;
+    END IF;
+    IF v_receipt.status <> 'pending' THEN
+        RAISE EXCEPTION 'receipt % is %: only a pending receipt fails', p_receipt_id, v_receipt.status
+            USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
+    END IF;
+    UPDATE convo.tool_receipts r
+       SET status = 'failed', http_status = p_http_status, error_code = p_error_code, settled_at = clock_timestamp()
+     WHERE r.id = p_receipt_id;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.fail_receipt(uuid, int, text) IS 'Mark a pending receipt failed with an HTTP-style status and error code.';

@@ -1,0 +1,54 @@
+-- fill_receipt: the model's arguments, checked against the tool version
+-- frozen at begin_receipt (422 invalid_arguments), then against the route's
+-- own values: every top-level key of p_expected must match (422
+-- arg_mismatch, a model retargeting a ticket). Past the deadline the receipt
+-- fails with 504 deadline_exceeded. The arguments are kept either way.
+CREATE OR REPLACE FUNCTION convo.fill_receipt(p_receipt_id uuid, p_arguments jsonb, p_expected jsonb DEFAULT '{}')
+RETURNS TABLE (status text, http_status int, error_code text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_receipt convo.tool_receipts := convo.receipt_ref(p_receipt_id);
+    v_schema  jsonb;
+    v_code    text;
+BEGIN
+    IF p_arguments IS NULL OR p_expected IS NULL OR jsonb_typeof(p_expected) <> 'object' THEN
+        RAISE EXCEPTION 'p_arguments and p_expected (a JSON object) are required'
+            USING ERRCODE = 'CV011', DETAIL = format('receipt %s', p_receipt_id);
+    END IF;
+    PERFORM convo.check_size('p_arguments', p_arguments, convo.max_request_bytes());
+    PERFORM convo.check_size('p_expected', p_expected, convo.max_request_bytes());
+    IF v_receipt.arguments = p_arguments AND v_receipt.expected = p_expected THEN
+        RETURN QUERY SELECT v_receipt.status, v_receipt.http_status, v_receipt.error_code;
+        RETURN;
+    END IF;
+    IF v_receipt.status <> 'pending' OR v_receipt.arguments IS NOT NULL THEN
+        RAISE EXCEPTION 'receipt % is % with its arguments filled: it is filled once', p_receipt_id, v_receipt.status
+            USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
+    END IF;
+
+    SELECT t.args_schema INTO v_schema FROM convo.tools t
+     WHERE t.name = v_receipt.tool_name AND t.version = v_receipt.tool_version;
+    v_code := CASE
+        WHEN clock_timestamp() > v_receipt.deadline_at THEN 'deadline_exceeded'
+        WHEN cardinality(convo.args_errors(v_schema, p_arguments)) > 0 THEN 'invalid_arguments'
+        WHEN jsonb_typeof(p_arguments) <> 'object'
+             OR EXISTS (SELECT 1 FROM jsonb_each(p_expected) e
+                         WHERE p_arguments -> e.key IS DISTINCT FROM e.value) THEN 'arg_mismatch'
+    END;
+    UPDATE convo.tool_receipts r
+       SET arguments = p_arguments, expected = p_expected, arguments_valid = (v_code IS NULL),
+           filled_at = clock_timestamp(),
+           status = CASE WHEN v_code IS NULL THEN 'pending' ELSE 'failed' END,
+           http_status = CASE v_code WHEN 'deadline_exceeded' THEN 504 WHEN NULL THEN NULL ELSE 422 END,
+           error_code = v_code,
+           settled_at = CASE WHEN v_code IS NOT NULL THEN clock_timestamp() END
+     WHERE r.id = p_receipt_id
+    RETURNING r.status, r.http_status, r.error_code INTO v_receipt.status, v_receipt.http_status, v_receipt.error_code;
+    RETURN QUERY SELECT v_receipt.status, v_receipt.http_status, v_receipt.error_code;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.fill_receipt(uuid, jsonb, jsonb) IS
+    'Check a receipt''s arguments: frozen schema (422 invalid_arguments), then the route''s values (422 arg_mismatch).';

@@ -1,0 +1,64 @@
+-- register_tool: the allowlist, kept by the DBA. A version once registered
+-- is frozen: the same settings return the latest version, other settings
+-- make the next one. The schema is checked here (check_args_schema), so a
+-- keyword outside the supported subset is refused and never silently ignored.
+CREATE OR REPLACE FUNCTION convo.register_tool(
+    p_name              text,
+    p_effectful         boolean,
+    p_args_schema       jsonb,
+    p_idempotency_scope text DEFAULT 'tool_call',
+    p_deadline          interval DEFAULT '20 seconds',
+    p_amount_arg        text DEFAULT NULL,
+    p_currency_arg      text DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_latest convo.tools;
+BEGIN
+    IF p_name IS NULL OR p_name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,127}$' THEN
+        RAISE EXCEPTION 'invalid tool name %', coalesce(quote_literal(p_name), 'NULL')
+            USING ERRCODE = 'CV011', HINT = 'A tool name is 1 to 128 characters of A-Z, a-z, 0-9, _, . and -, not starting with a digit.';
+    END IF;
+    IF p_effectful IS NULL OR p_args_schema IS NULL OR p_deadline IS NULL OR p_idempotency_scope IS NULL THEN
+        RAISE EXCEPTION 'p_effectful, p_args_schema, p_idempotency_scope and p_deadline are required'
+            USING ERRCODE = 'CV011', DETAIL = format('tool %s', p_name);
+    END IF;
+    IF p_idempotency_scope NOT IN ('tool_call', 'conversation_args', 'fork_args') THEN
+        RAISE EXCEPTION 'unknown idempotency scope %', quote_literal(p_idempotency_scope)
+            USING ERRCODE = 'CV011', HINT = 'Scopes are tool_call, conversation_args and fork_args.';
+    END IF;
+    IF p_deadline <= interval '0' THEN
+        RAISE EXCEPTION 'the deadline must be positive' USING ERRCODE = 'CV011', DETAIL = format('tool %s, deadline %s', p_name, p_deadline);
+    END IF;
+    PERFORM convo.check_size('the argument schema', p_args_schema, convo.max_request_bytes());
+    PERFORM convo.check_args_schema(p_args_schema);
+    IF (p_amount_arg IS NOT NULL OR p_currency_arg IS NOT NULL) AND NOT p_effectful THEN
+        RAISE EXCEPTION 'only an effectful tool has amount and currency arguments'
+            USING ERRCODE = 'CV011', DETAIL = format('tool %s', p_name);
+    END IF;
+    IF p_amount_arg IS NOT NULL AND NOT p_args_schema -> 'properties' ? p_amount_arg
+       OR p_currency_arg IS NOT NULL AND NOT p_args_schema -> 'properties' ? p_currency_arg THEN
+        RAISE EXCEPTION 'the amount and currency arguments must be properties of the schema'
+            USING ERRCODE = 'CV011', DETAIL = format('tool %s, amount %s, currency %s', p_name, p_amount_arg, p_currency_arg);
+    END IF;
+
+    -- Versions of one tool are numbered under a lock on its name.
+    PERFORM pg_advisory_xact_lock(hashtext('convo.tools'), hashtext(p_name));
+    SELECT * INTO v_latest FROM convo.tools t WHERE t.name = p_name ORDER BY t.version DESC LIMIT 1;
+    IF FOUND AND v_latest.effectful = p_effectful AND v_latest.args_schema = p_args_schema
+       AND v_latest.idempotency_scope = p_idempotency_scope AND v_latest.deadline = p_deadline
+       AND v_latest.amount_arg IS NOT DISTINCT FROM p_amount_arg
+       AND v_latest.currency_arg IS NOT DISTINCT FROM p_currency_arg THEN
+        RETURN v_latest.version;
+    END IF;
+    INSERT INTO convo.tools (name, version, effectful, args_schema, idempotency_scope, deadline, amount_arg, currency_arg)
+    VALUES (p_name, coalesce(v_latest.version, 0) + 1, p_effectful, p_args_schema, p_idempotency_scope, p_deadline,
+            p_amount_arg, p_currency_arg);
+    RETURN coalesce(v_latest.version, 0) + 1;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.register_tool(text, boolean, jsonb, text, interval, text, text) IS
+    'Allowlist a tool: frozen argument schema (JSON Schema subset), idempotency scope, deadline; returns its version.';

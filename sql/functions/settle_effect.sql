@@ -1,0 +1,64 @@
+-- settle_effect: records the outside service's answer: pending to applied
+-- (with its external reference) or failed (with an error code). An exact
+-- repeat is a no-op; anything else on a settled effect raises CV006.
+CREATE OR REPLACE FUNCTION convo.settle_effect(
+    p_conversation_id uuid,
+    p_effect_id       uuid,
+    p_state           text,
+    p_external_ref    text DEFAULT NULL,
+    p_http_status     int DEFAULT NULL,
+    p_error_code      text DEFAULT NULL,
+    p_evidence        jsonb DEFAULT '{}')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+DECLARE
+    v_effect convo.tool_effects;
+BEGIN
+    PERFORM convo.lock_conversation(p_conversation_id);
+    v_effect := convo.effect_ref(p_conversation_id, p_effect_id);
+    IF p_state IS NULL OR p_state NOT IN ('applied', 'failed') THEN
+        RAISE EXCEPTION 'an effect settles as applied or failed, not %', coalesce(quote_literal(p_state), 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
+    END IF;
+    IF p_state = 'applied' AND (p_external_ref IS NULL OR p_external_ref = '' OR p_error_code IS NOT NULL) THEN
+        RAISE EXCEPTION 'an applied effect needs p_external_ref and no error code'
+            USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
+    END IF;
+    IF p_state = 'failed' AND (p_error_code IS NULL OR p_error_code = '' OR p_external_ref IS NOT NULL) THEN
+        RAISE EXCEPTION 'a failed effect needs p_error_code and no external reference (put it in p_evidence)'
+            USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
+    END IF;
+    IF p_http_status IS NOT NULL AND p_http_status NOT BETWEEN 100 AND 599 THEN
+        RAISE EXCEPTION 'p_http_status % is not an HTTP status', p_http_status USING ERRCODE = 'CV011';
+    END IF;
+    IF p_evidence IS NULL THEN
+        RAISE EXCEPTION 'p_evidence is required (''{}'' for none)' USING ERRCODE = 'CV011';
+    END IF;
+    IF length(p_external_ref) > convo.max_ref_length() OR length(p_error_code) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'an external reference or error code is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('effect %s', p_effect_id);
+    END IF;
+    PERFORM convo.check_size('evidence', p_evidence, convo.max_detail_bytes());
+
+    IF v_effect.state = p_state AND v_effect.external_ref IS NOT DISTINCT FROM p_external_ref
+       AND v_effect.http_status IS NOT DISTINCT FROM p_http_status
+       AND v_effect.error_code IS NOT DISTINCT FROM p_error_code THEN
+        RETURN;
+    END IF;
+    IF v_effect.state <> 'pending' THEN
+        RAISE EXCEPTION 'effect % is %: only a pending effect settles', p_effect_id, v_effect.state
+            USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s, asked %s', p_effect_id, v_effect.state, p_state);
+    END IF;
+    PERFORM convo.set_effect_context(session_user, p_evidence);
+    UPDATE convo.tool_effects e
+       SET state = p_state, external_ref = p_external_ref, http_status = p_http_status,
+           error_code = p_error_code, settled_at = clock_timestamp()
+     WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;
+    PERFORM convo.set_effect_context(NULL, NULL);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.settle_effect(uuid, uuid, text, text, int, text, jsonb) IS
+    'Settle a pending effect: applied (with the external reference) or failed (with an error code); evidence is logged.';

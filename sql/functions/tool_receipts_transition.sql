@@ -1,0 +1,35 @@
+-- tool_receipts_transition: a receipt is filed pending and ends once, applied
+-- or failed; its owner, key, tool and request never change, its arguments
+-- are filled once, and a settled receipt never changes. CV006.
+CREATE OR REPLACE FUNCTION convo.tool_receipts_transition()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.status <> 'pending' OR NEW.arguments IS NOT NULL THEN
+            RAISE EXCEPTION 'a receipt is filed pending and unfilled'
+                USING ERRCODE = 'CV006', DETAIL = format('receipt %s', NEW.id);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF to_jsonb(NEW) = to_jsonb(OLD) THEN
+        RETURN NEW;
+    END IF;
+    IF OLD.status <> 'pending'
+       OR (NEW.id, NEW.owner_id, NEW.idempotency_key, NEW.tool_name, NEW.tool_version, NEW.request,
+           NEW.request_digest, NEW.created_at, NEW.deadline_at)
+          IS DISTINCT FROM
+          (OLD.id, OLD.owner_id, OLD.idempotency_key, OLD.tool_name, OLD.tool_version, OLD.request,
+           OLD.request_digest, OLD.created_at, OLD.deadline_at)
+       OR (OLD.arguments IS NOT NULL
+           AND (NEW.arguments, NEW.expected, NEW.arguments_valid, NEW.filled_at)
+               IS DISTINCT FROM (OLD.arguments, OLD.expected, OLD.arguments_valid, OLD.filled_at)) THEN
+        RAISE EXCEPTION 'receipt % is %: this change is not a transition it allows', OLD.id, OLD.status
+            USING ERRCODE = 'CV006', DETAIL = format('receipt %s, %s to %s', OLD.id, OLD.status, NEW.status),
+                  HINT = 'A receipt goes from pending to applied or failed, once; its arguments are filled once.';
+    END IF;
+    RETURN NEW;
+END;
+$$;

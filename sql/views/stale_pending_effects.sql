@@ -1,0 +1,18 @@
+-- stale_pending_effects: effects still pending or awaiting confirmation past
+-- their deadline, with the key a sweeper re-sends (or looks up) under. A
+-- pending effect is "unknown", never "not done": it is not failed
+-- automatically, only settled on evidence.
+CREATE OR REPLACE VIEW convo.stale_pending_effects AS
+SELECT e.conversation_id,
+       e.id AS effect_id,
+       e.tool_name,
+       e.state,
+       e.idempotency_key,
+       e.requested_at,
+       e.deadline_at
+  FROM convo.tool_effects e
+ WHERE e.state IN ('pending', 'awaiting_confirmation')
+   AND e.deadline_at < clock_timestamp();
+
+COMMENT ON VIEW convo.stale_pending_effects IS
+    'Effects pending or awaiting confirmation past their deadline, with the key to re-send or look up under.';

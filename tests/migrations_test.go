@@ -46,6 +46,35 @@ var boundaryChecks = map[uint]boundaryCheck{
 			requireCount(t, db, 0, `SELECT count(*) FROM pg_namespace WHERE nspname = 'convo'`)
 		},
 	},
+	// 0002 adds the ledger beside a tree that may already hold tool calls:
+	// those calls were never checked against an allowlist, so they get no
+	// go-ahead (CV007) even once the tool is registered; new calls do. Going
+	// down drops the ledger and keeps the conversation.
+	2: {
+		before: func(t *testing.T, db *pgxpool.Pool) {
+			mustExec(t, db, `SELECT convo.create_conversation('owner-2', 'You sell credits.', '{}', 'c0000000-0000-4000-8000-0000000000f2')`)
+			mustExec(t, db, `SELECT convo.append_message('c0000000-0000-4000-8000-0000000000f2', 'user', '[{"type":"text","text":"Buy 500 credits"}]')`)
+			mustExec(t, db, `SELECT convo.append_message('c0000000-0000-4000-8000-0000000000f2', 'assistant',
+				'[{"type":"tool_use","id":"toolu_old","name":"purchase_credits","input":{"amount_minor":500}}]')`)
+		},
+		after: func(t *testing.T, db *pgxpool.Pool) {
+			requireCount(t, db, 3, `SELECT count(*) FROM convo.path('c0000000-0000-4000-8000-0000000000f2')`)
+			requireCount(t, db, 0, `SELECT count(*) FROM convo.tool_effects`)
+			mustExec(t, db, `SELECT convo.register_tool('purchase_credits', true, '{"type":"object"}')`)
+			_, err := db.Exec(context.Background(), `SELECT * FROM convo.effect_for_call('c0000000-0000-4000-8000-0000000000f2', 'toolu_old')`)
+			requireSQLState(t, err, "CV007")
+			mustExec(t, db, `SELECT convo.append_message('c0000000-0000-4000-8000-0000000000f2', 'assistant',
+				'[{"type":"tool_use","id":"toolu_new","name":"purchase_credits","input":{"amount_minor":500}}]')`)
+			if got := queryRow[string](t, db, `SELECT decision FROM convo.effect_for_call('c0000000-0000-4000-8000-0000000000f2', 'toolu_new')`); got != "execute" {
+				t.Fatalf("decision for a call after 0002 = %q, want execute", got)
+			}
+		},
+		down: func(t *testing.T, db *pgxpool.Pool) {
+			requireCount(t, db, 4, `SELECT count(*) FROM convo.path('c0000000-0000-4000-8000-0000000000f2')`)
+			requireCount(t, db, 0, `SELECT count(*) FROM pg_tables WHERE schemaname = 'convo'
+				AND tablename IN ('tools', 'tool_effects', 'tool_effect_calls', 'tool_effect_events', 'tool_receipts', 'generations')`)
+		},
+	},
 }
 
 // TestMigrationSetIsWellFormed checks the embedded migrations in plain Go:

@@ -33,15 +33,14 @@ BEGIN
     v_code := CASE
         WHEN clock_timestamp() > v_receipt.deadline_at THEN 'deadline_exceeded'
         WHEN cardinality(convo.args_errors(v_schema, p_arguments)) > 0 THEN 'invalid_arguments'
-        WHEN jsonb_typeof(p_arguments) <> 'object'
-             OR EXISTS (SELECT 1 FROM jsonb_each(p_expected) e
-                         WHERE p_arguments -> e.key IS DISTINCT FROM e.value) THEN 'arg_mismatch'
+        WHEN EXISTS (SELECT 1 FROM jsonb_each(p_expected) e
+                      WHERE p_arguments -> e.key IS DISTINCT FROM e.value) THEN 'arg_mismatch'
     END;
     UPDATE convo.tool_receipts r
        SET arguments = p_arguments, expected = p_expected, arguments_valid = (v_code IS NULL),
            filled_at = clock_timestamp(),
            status = CASE WHEN v_code IS NULL THEN 'pending' ELSE 'failed' END,
-           http_status = CASE v_code WHEN 'deadline_exceeded' THEN 504 WHEN NULL THEN NULL ELSE 422 END,
+           http_status = CASE WHEN v_code IS NULL THEN NULL WHEN v_code = 'deadline_exceeded' THEN 504 ELSE 422 END,
            error_code = v_code,
            settled_at = CASE WHEN v_code IS NOT NULL THEN clock_timestamp() END
      WHERE r.id = p_receipt_id

@@ -3,6 +3,8 @@ package localpg
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -22,13 +24,18 @@ const persistentStartTimeout = 60 * time.Second
 
 // EnsurePersistent starts, or reuses, a long-lived server under dir (the
 // CLI passes ".pgconvo"): data in dir/data, log in dir/postgres.log, port in
-// dir/port. The server is started detached with pg_ctl so it outlives this
-// process; stop it with StopPersistent. It creates database pgconvo when
-// missing and returns its URL.
+// dir/port (or, when the server's OS user cannot reach dir, in the directory
+// serverDir links from dir/server). The server is started detached with
+// pg_ctl so it outlives this process; stop it with StopPersistent. It
+// creates database pgconvo when missing and returns its URL.
 func EnsurePersistent(ctx context.Context, dir string) (string, error) {
-	dir, err := filepath.Abs(dir)
+	u, err := serverUser()
 	if err != nil {
-		return "", fmt.Errorf("resolving %s: %w", dir, err)
+		return "", err
+	}
+	dir, err = serverDir(dir, u)
+	if err != nil {
+		return "", err
 	}
 	dataDir := filepath.Join(dir, "data")
 	logPath := filepath.Join(dir, "postgres.log")
@@ -45,13 +52,6 @@ func EnsurePersistent(ctx context.Context, dir string) (string, error) {
 
 	binDir, err := FindBinaries()
 	if err != nil {
-		return "", err
-	}
-	u, err := serverUser()
-	if err != nil {
-		return "", err
-	}
-	if err := u.checkTraversable(dir); err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -90,19 +90,19 @@ func EnsurePersistent(ctx context.Context, dir string) (string, error) {
 // StopPersistent stops the server EnsurePersistent started under dir, if it
 // is running, and reports whether it was. The data stays.
 func StopPersistent(ctx context.Context, dir string) (bool, error) {
-	dir, err := filepath.Abs(dir)
+	u, err := serverUser()
 	if err != nil {
-		return false, fmt.Errorf("resolving %s: %w", dir, err)
+		return false, err
+	}
+	dir, err = serverDir(dir, u)
+	if err != nil {
+		return false, err
 	}
 	dataDir := filepath.Join(dir, "data")
 	if _, ok := runningPort(dataDir); !ok {
 		return false, nil
 	}
 	binDir, err := FindBinaries()
-	if err != nil {
-		return false, err
-	}
-	u, err := serverUser()
 	if err != nil {
 		return false, err
 	}
@@ -165,4 +165,47 @@ func choosePort(dir string) (int, error) {
 // shellQuote quotes s for the POSIX shell pg_ctl hands its -o options to.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// serverDir returns the absolute directory the server under dir keeps its
+// files in: dir itself, or, when we are root and the server's OS user cannot
+// reach dir (a clone under /root, say), a directory of its own under
+// /var/tmp named after dir and linked from dir/server, so that
+// `go run ./cmd/migrate up` works wherever the clone is.
+func serverDir(dir string, u *osUser) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	reachErr := u.checkTraversable(dir)
+	if reachErr == nil {
+		return dir, nil
+	}
+	sum := sha256.Sum256([]byte(dir))
+	alt := filepath.Join("/var/tmp", "pgconvo-"+hex.EncodeToString(sum[:6]))
+	if err := u.checkTraversable(alt); err != nil {
+		return "", fmt.Errorf("%w; and no fallback under /var/tmp: %v", reachErr, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("making %s: %w", dir, err)
+	}
+	if err := os.Mkdir(alt, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("making %s: %w", alt, err)
+	}
+	// Refuse a directory someone else planted there (or a link to elsewhere).
+	info, err := os.Lstat(alt)
+	if err != nil {
+		return "", fmt.Errorf("checking %s: %w", alt, err)
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !info.IsDir() || !ok || (st.Uid != 0 && st.Uid != u.uid) {
+		return "", fmt.Errorf("%s exists and is not a directory of root or %s: remove it, or run from a directory %s can reach", alt, u.name, u.name)
+	}
+	link := filepath.Join(dir, "server")
+	if _, err := os.Lstat(link); errors.Is(err, os.ErrNotExist) {
+		if err := os.Symlink(alt, link); err != nil {
+			return "", fmt.Errorf("linking %s to %s: %w", link, alt, err)
+		}
+	}
+	return alt, nil
 }

@@ -330,6 +330,9 @@ BEGIN
 END;
 $$;
 
+COMMENT ON FUNCTION convo.args_errors(jsonb, jsonb, text) IS
+    'Validate a JSON value against an argument schema (the supported JSON Schema subset): one "path: rule" line per failure.';
+
 -- begin_generation: the model starts work on the path ending at the prompt
 -- message. Records the head at this moment, so complete_generation can tell
 -- whether the user moved on meanwhile. Retry-safe by p_generation_id.

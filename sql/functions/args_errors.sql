@@ -84,3 +84,6 @@ BEGIN
     RETURN v_errors;
 END;
 $$;
+
+COMMENT ON FUNCTION convo.args_errors(jsonb, jsonb, text) IS
+    'Validate a JSON value against an argument schema (the supported JSON Schema subset): one "path: rule" line per failure.';

@@ -1,0 +1,194 @@
+// Command newmigration writes the next numbered migration from the object
+// files that changed:
+//
+//	go run ./cmd/newmigration NAME
+//
+// An object file (sql/functions, sql/triggers, sql/views: one object each,
+// opening with a "-- name: why" comment) whose text is not in any migration
+// yet is new or changed. The up migration re-creates each of them
+// (PL/pgSQL functions first, then SQL-bodied functions, whose bodies are
+// checked at creation, then views, then triggers), below a marked place for
+// table changes, which are written by hand. The down migration drops the new
+// objects and restores the previous text of the changed ones, taken from the
+// latest migration that holds it. With nothing changed it writes nothing.
+// The drift test (tests/migrations_test.go) then proves the result.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/pgconvo/pgconvo/migrator"
+	pgconvosql "github.com/pgconvo/pgconvo/sql"
+)
+
+func main() {
+	if len(os.Args) != 2 || !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(os.Args[1]) {
+		fmt.Fprintln(os.Stderr, "usage: go run ./cmd/newmigration NAME   (NAME in lower snake case)")
+		os.Exit(2)
+	}
+	if err := run("sql", os.Args[1]); err != nil {
+		fmt.Fprintln(os.Stderr, "newmigration:", err)
+		os.Exit(1)
+	}
+}
+
+// object is one object file.
+type object struct {
+	kind, name, text string // kind: functions, views or triggers
+}
+
+// run writes dir/NNNN_name.up.sql and .down.sql for the changed objects.
+func run(dir, name string) error {
+	objects, err := readObjects(dir)
+	if err != nil {
+		return err
+	}
+	history, err := migrator.List(pgconvosql.Migrations)
+	if err != nil {
+		return err
+	}
+	var ups []string // migration texts, oldest first
+	for _, m := range history {
+		body, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%04d_%s.up.sql", m.Version, m.Name)))
+		if err != nil {
+			return fmt.Errorf("reading migration %d: %w", m.Version, err)
+		}
+		ups = append(ups, string(body))
+	}
+	up, down := plan(objects, ups)
+	if up == nil {
+		fmt.Println("no object file changed: nothing to write")
+		return nil
+	}
+	next := uint(len(history) + 1)
+	base := filepath.Join(dir, fmt.Sprintf("%04d_%s", next, name))
+	upText := fmt.Sprintf("-- %04d_%s: WHY THIS MIGRATION (one or two lines).\n\n"+
+		"-- Table changes, written by hand, go here, above the objects that use them.\n\n%s\n",
+		next, name, strings.Join(up, "\n\n"))
+	downText := fmt.Sprintf("-- %04d_%s down: reverses %04d_%s.up.sql in reverse order.\n\n%s\n\n"+
+		"-- Reverse the table changes here, below the objects.\n", next, name, next, name, strings.Join(down, "\n\n"))
+	for path, text := range map[string]string{base + ".up.sql": upText, base + ".down.sql": downText} {
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s exists already", path)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		fmt.Println("wrote", path)
+	}
+	return nil
+}
+
+// plan returns the up and down statements for the objects whose text is in
+// none of the migrations ups, or nil when there are none.
+func plan(objects []object, ups []string) (up, down []string) {
+	var changed []object
+	for _, o := range objects {
+		if !inAny(ups, o.text) {
+			changed = append(changed, o)
+		}
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	rank := func(o object) int {
+		switch {
+		case o.kind == "functions" && !sqlBodied(o.text):
+			return 0
+		case o.kind == "functions":
+			return 1
+		case o.kind == "views":
+			return 2
+		}
+		return 3
+	}
+	sort.SliceStable(changed, func(i, j int) bool { return rank(changed[i]) < rank(changed[j]) })
+	for _, o := range changed {
+		up = append(up, strings.TrimSpace(o.text))
+	}
+	for i := len(changed) - 1; i >= 0; i-- {
+		o := changed[i]
+		if prev := previous(ups, o); prev != "" {
+			down = append(down, prev)
+		} else {
+			down = append(down, drop(o))
+		}
+	}
+	return up, down
+}
+
+// readObjects reads every object file under dir's object folders.
+func readObjects(dir string) ([]object, error) {
+	var objects []object
+	for _, kind := range []string{"functions", "views", "triggers"} {
+		paths, err := filepath.Glob(filepath.Join(dir, kind, "*.sql"))
+		if err != nil {
+			return nil, err
+		}
+		sort.Strings(paths)
+		for _, p := range paths {
+			body, err := os.ReadFile(p)
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", p, err)
+			}
+			objects = append(objects, object{kind, strings.TrimSuffix(filepath.Base(p), ".sql"), string(body)})
+		}
+	}
+	return objects, nil
+}
+
+// inAny reports whether text stands whole in one of the migrations.
+func inAny(ups []string, text string) bool {
+	for _, u := range ups {
+		if strings.Contains(u, strings.TrimSpace(text)) {
+			return true
+		}
+	}
+	return false
+}
+
+// sqlBodied reports whether a function's body is SQL-standard (checked when
+// it is created, so it must come after what it calls).
+func sqlBodied(text string) bool {
+	return strings.Contains(text, "BEGIN ATOMIC") || regexp.MustCompile(`(?m)^RETURN `).MatchString(text)
+}
+
+// previous returns the object's text in the latest migration that holds it:
+// from its "-- name:" opening comment to the next object's, or "".
+func previous(ups []string, o object) string {
+	head := regexp.MustCompile(`(?m)^-- ` + regexp.QuoteMeta(o.name) + `: `)
+	next := regexp.MustCompile(`(?m)^\n-- [a-z0-9_]+: |^-- (Functions|Views|Triggers) \(`)
+	for i := len(ups) - 1; i >= 0; i-- {
+		loc := head.FindStringIndex(ups[i])
+		if loc == nil {
+			continue
+		}
+		rest := ups[i][loc[0]:]
+		if end := next.FindStringIndex(rest[1:]); end != nil {
+			rest = rest[:end[0]+1]
+		}
+		return strings.TrimSpace(rest)
+	}
+	return ""
+}
+
+// drop returns the statement that removes a new object.
+func drop(o object) string {
+	switch o.kind {
+	case "functions":
+		return "DROP FUNCTION convo." + o.name + ";"
+	case "views":
+		return "DROP VIEW convo." + o.name + ";"
+	}
+	table := regexp.MustCompile(`\bON (convo\.[a-z_]+)`).FindStringSubmatch(o.text)
+	if table == nil {
+		return "-- DROP TRIGGER " + o.name + " ON ...; (name its table)"
+	}
+	return "DROP TRIGGER " + o.name + " ON " + table[1] + ";"
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEveryObjectFileIsInAMigration: the landed migrations hold the current
+// text of every object file, so the generator has nothing to write. (The
+// drift test proves the same against a database.)
+func TestEveryObjectFileIsInAMigration(t *testing.T) {
+	objects, err := readObjects("../../sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objects) < 10 {
+		t.Fatalf("read %d object files: wrong directory?", len(objects))
+	}
+	ups, _ := filepath.Glob("../../sql/*.up.sql")
+	var texts []string
+	for _, p := range ups {
+		body, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, string(body))
+	}
+	if up, _ := plan(objects, texts); up != nil {
+		t.Fatalf("object files not in any migration: %d, first:\n%s", len(up), up[0])
+	}
+}
+
+// TestPlanOrdersAndReverses: a changed PL/pgSQL function, a new SQL-bodied
+// function, a new view and a new trigger come out in creation order; the down
+// restores the previous text and drops the new ones in reverse.
+func TestPlanOrdersAndReverses(t *testing.T) {
+	old := "-- Functions (current text...).\n\n-- f: old why.\nCREATE OR REPLACE FUNCTION convo.f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;\n\n-- g: other.\nSELECT 1;\n"
+	objects := []object{
+		{"functions", "f", "-- f: new why.\nCREATE OR REPLACE FUNCTION convo.f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 2; END $$;\n"},
+		{"functions", "h", "-- h: new.\nCREATE OR REPLACE FUNCTION convo.h()\nRETURNS int\nLANGUAGE sql\nRETURN 1;\n"},
+		{"triggers", "t", "-- t: new.\nCREATE OR REPLACE TRIGGER t AFTER INSERT ON convo.messages FOR EACH ROW EXECUTE FUNCTION convo.x();\n"},
+		{"views", "v", "-- v: new.\nCREATE OR REPLACE VIEW convo.v AS SELECT 1;\n"},
+		{"functions", "g", "-- g: other.\nSELECT 1;\n"},
+	}
+	up, down := plan(objects, []string{old})
+	var names []string
+	for _, u := range up {
+		names = append(names, strings.SplitN(strings.TrimPrefix(u, "-- "), ":", 2)[0])
+	}
+	if got := strings.Join(names, ","); got != "f,h,v,t" {
+		t.Fatalf("up order = %s, want f,h,v,t", got)
+	}
+	want := []string{
+		"DROP TRIGGER t ON convo.messages;",
+		"DROP VIEW convo.v;",
+		"DROP FUNCTION convo.h;",
+		"-- f: old why.\nCREATE OR REPLACE FUNCTION convo.f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;",
+	}
+	if strings.Join(down, "\n|\n") != strings.Join(want, "\n|\n") {
+		t.Fatalf("down =\n%s\nwant\n%s", strings.Join(down, "\n|\n"), strings.Join(want, "\n|\n"))
+	}
+}

@@ -194,7 +194,7 @@ CREATE TABLE convo.tool_receipts (
     CHECK ((status = 'pending') = (http_status IS NULL)),
     CHECK ((status = 'applied') = (result_ref IS NOT NULL)),
     CHECK ((status = 'failed') = (error_code IS NOT NULL)),
-    CHECK (status <> 'applied' OR arguments_valid),
+    CHECK (status <> 'applied' OR arguments_valid IS TRUE),
     CHECK ((arguments IS NULL) = (filled_at IS NULL)),
     CHECK ((arguments IS NULL) = (arguments_valid IS NULL))
 );
@@ -614,7 +614,7 @@ COMMENT ON FUNCTION convo.compensate_effect(uuid, uuid, text, jsonb) IS
 -- complete_generation: streaming to completed. The answer becomes an
 -- assistant child of the prompt message in the same transaction
 -- (regenerate if the prompt already has an assistant child, branch if it has
--- other children); the head moves to it only if the head has not moved since
+-- other children); the head moves to it only if the head is where it was at
 -- begin_generation, so a late answer does not yank a tab that moved on.
 -- An exact repeat returns the same message.
 CREATE OR REPLACE FUNCTION convo.complete_generation(
@@ -660,6 +660,8 @@ BEGIN
        SET state = 'completed', message_id = v_message, usage = p_usage, finish_reason = p_finish_reason,
            finished_at = clock_timestamp()
      WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id;
+    -- A head moved away and back again counts as unmoved: the user is looking
+    -- at the prompt the answer is for.
     IF v_head IS NOT DISTINCT FROM v_generation.head_at_begin THEN
         PERFORM convo.move_head_to(p_conversation_id, v_message,
                                    CASE WHEN v_reason = 'regenerate' THEN 'regenerate' ELSE 'append' END, NULL);
@@ -1207,8 +1209,8 @@ BEGIN
         RAISE EXCEPTION 'only an effectful tool has amount and currency arguments'
             USING ERRCODE = 'CV011', DETAIL = format('tool %s', p_name);
     END IF;
-    IF p_amount_arg IS NOT NULL AND NOT p_args_schema -> 'properties' ? p_amount_arg
-       OR p_currency_arg IS NOT NULL AND NOT p_args_schema -> 'properties' ? p_currency_arg THEN
+    IF p_amount_arg IS NOT NULL AND NOT coalesce(p_args_schema -> 'properties' ? p_amount_arg, false)
+       OR p_currency_arg IS NOT NULL AND NOT coalesce(p_args_schema -> 'properties' ? p_currency_arg, false) THEN
         RAISE EXCEPTION 'the amount and currency arguments must be properties of the schema'
             USING ERRCODE = 'CV011', DETAIL = format('tool %s, amount %s, currency %s', p_name, p_amount_arg, p_currency_arg);
     END IF;
@@ -1217,7 +1219,9 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('convo.tools'), hashtext(p_name));
     SELECT * INTO v_latest FROM convo.tools t WHERE t.name = p_name ORDER BY t.version DESC LIMIT 1;
     IF FOUND AND v_latest.effectful = p_effectful AND v_latest.args_schema = p_args_schema
-       AND v_latest.idempotency_scope = p_idempotency_scope AND v_latest.deadline = p_deadline
+       AND v_latest.idempotency_scope = p_idempotency_scope
+       -- '1 day' and '24 hours' compare equal but differ across a DST change: compare as written.
+       AND v_latest.deadline::text = p_deadline::text
        AND v_latest.amount_arg IS NOT DISTINCT FROM p_amount_arg
        AND v_latest.currency_arg IS NOT DISTINCT FROM p_currency_arg THEN
         RETURN v_latest.version;

@@ -1,7 +1,7 @@
 -- complete_generation: streaming to completed. The answer becomes an
 -- assistant child of the prompt message in the same transaction
 -- (regenerate if the prompt already has an assistant child, branch if it has
--- other children); the head moves to it only if the head has not moved since
+-- other children); the head moves to it only if the head is where it was at
 -- begin_generation, so a late answer does not yank a tab that moved on.
 -- An exact repeat returns the same message.
 CREATE OR REPLACE FUNCTION convo.complete_generation(
@@ -47,6 +47,8 @@ BEGIN
        SET state = 'completed', message_id = v_message, usage = p_usage, finish_reason = p_finish_reason,
            finished_at = clock_timestamp()
      WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id;
+    -- A head moved away and back again counts as unmoved: the user is looking
+    -- at the prompt the answer is for.
     IF v_head IS NOT DISTINCT FROM v_generation.head_at_begin THEN
         PERFORM convo.move_head_to(p_conversation_id, v_message,
                                    CASE WHEN v_reason = 'regenerate' THEN 'regenerate' ELSE 'append' END, NULL);

@@ -38,8 +38,8 @@ BEGIN
         RAISE EXCEPTION 'only an effectful tool has amount and currency arguments'
             USING ERRCODE = 'CV011', DETAIL = format('tool %s', p_name);
     END IF;
-    IF p_amount_arg IS NOT NULL AND NOT p_args_schema -> 'properties' ? p_amount_arg
-       OR p_currency_arg IS NOT NULL AND NOT p_args_schema -> 'properties' ? p_currency_arg THEN
+    IF p_amount_arg IS NOT NULL AND NOT coalesce(p_args_schema -> 'properties' ? p_amount_arg, false)
+       OR p_currency_arg IS NOT NULL AND NOT coalesce(p_args_schema -> 'properties' ? p_currency_arg, false) THEN
         RAISE EXCEPTION 'the amount and currency arguments must be properties of the schema'
             USING ERRCODE = 'CV011', DETAIL = format('tool %s, amount %s, currency %s', p_name, p_amount_arg, p_currency_arg);
     END IF;
@@ -48,7 +48,9 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('convo.tools'), hashtext(p_name));
     SELECT * INTO v_latest FROM convo.tools t WHERE t.name = p_name ORDER BY t.version DESC LIMIT 1;
     IF FOUND AND v_latest.effectful = p_effectful AND v_latest.args_schema = p_args_schema
-       AND v_latest.idempotency_scope = p_idempotency_scope AND v_latest.deadline = p_deadline
+       AND v_latest.idempotency_scope = p_idempotency_scope
+       -- '1 day' and '24 hours' compare equal but differ across a DST change: compare as written.
+       AND v_latest.deadline::text = p_deadline::text
        AND v_latest.amount_arg IS NOT DISTINCT FROM p_amount_arg
        AND v_latest.currency_arg IS NOT DISTINCT FROM p_currency_arg THEN
         RETURN v_latest.version;

@@ -132,21 +132,24 @@ CREATE INDEX tool_effects_open_idx ON convo.tool_effects (deadline_at)
 CREATE INDEX tool_effects_applied_idx ON convo.tool_effects (conversation_id) WHERE state = 'applied';
 
 -- Which tool call caused or reuses which effect, and the ledger's decision
--- for it. One effect can belong to several calls (reuse). The foreign key to
--- the tool_use part makes every effect findable on its branch.
+-- for it, taken when the call was appended. One effect can belong to several
+-- calls (reuse); a call of a registered tool without effects is 'replay' and
+-- has none. The foreign key to the tool_use part makes every effect
+-- findable on its branch.
 CREATE TABLE convo.tool_effect_calls (
     conversation_id uuid        NOT NULL,
     tool_call_id    text        NOT NULL,
     message_id      uuid        NOT NULL,
     ordinal         int         NOT NULL,
-    effect_id       uuid        NOT NULL,
-    decision        text        NOT NULL CHECK (decision IN ('execute', 'reuse', 'confirm', 'rejected')),
+    effect_id       uuid,
+    decision        text        NOT NULL CHECK (decision IN ('execute', 'reuse', 'confirm', 'rejected', 'replay')),
     fork_point_id   uuid,
     decided_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (conversation_id, tool_call_id),
     FOREIGN KEY (conversation_id, message_id, ordinal) REFERENCES convo.message_parts (conversation_id, message_id, ordinal),
     FOREIGN KEY (conversation_id, effect_id) REFERENCES convo.tool_effects (conversation_id, id),
-    FOREIGN KEY (conversation_id, fork_point_id) REFERENCES convo.messages (conversation_id, id)
+    FOREIGN KEY (conversation_id, fork_point_id) REFERENCES convo.messages (conversation_id, id),
+    CHECK ((decision = 'replay') = (effect_id IS NULL))
 );
 CREATE INDEX tool_effect_calls_effect_idx ON convo.tool_effect_calls (conversation_id, effect_id);
 
@@ -753,7 +756,8 @@ COMMENT ON FUNCTION convo.decline_effect(uuid, uuid, text) IS
 -- effect_for_call: what the agent loop must do for a tool call, read from the
 -- ledger decision written when the call was appended: execute (send with
 -- idempotency_key), reuse (take the existing outcome), confirm (ask a
--- person), rejected, or replay (a registered tool without effects).
+-- person), rejected, or replay (a registered tool without effects). A call
+-- of a tool that was not registered then is CV007, whatever came after.
 CREATE OR REPLACE FUNCTION convo.effect_for_call(p_conversation_id uuid, p_tool_call_id text)
 RETURNS TABLE (effect_id uuid, decision text, state text, idempotency_key text, external_ref text,
                http_status int, error_code text)
@@ -764,7 +768,6 @@ AS $$
 DECLARE
     v_part  convo.message_parts;
     v_other uuid;
-    v_tool  convo.tools;
 BEGIN
     PERFORM convo.conversation_ref(p_conversation_id);
     IF p_tool_call_id IS NULL THEN
@@ -787,18 +790,12 @@ BEGIN
     RETURN QUERY
     SELECT e.id, l.decision, e.state, e.idempotency_key, e.external_ref, e.http_status, e.error_code
       FROM convo.tool_effect_calls l
-      JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+      LEFT JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
      WHERE l.conversation_id = p_conversation_id AND l.tool_call_id = p_tool_call_id;
     IF FOUND THEN
         RETURN;
     END IF;
-
-    SELECT * INTO v_tool FROM convo.tools t WHERE t.name = v_part.tool_name ORDER BY t.version DESC LIMIT 1;
-    IF FOUND AND NOT v_tool.effectful THEN
-        RETURN QUERY SELECT NULL::uuid, 'replay'::text, NULL::text, NULL::text, NULL::text, NULL::int, NULL::text;
-        RETURN;
-    END IF;
-    RAISE EXCEPTION 'tool % of call % was not an effectful tool on the allowlist when the call was appended',
+    RAISE EXCEPTION 'tool % of call % was not on the allowlist when the call was appended',
             v_part.tool_name, p_tool_call_id
         USING ERRCODE = 'CV007',
               DETAIL = format('tool %s, tool call %s, conversation %s', v_part.tool_name, p_tool_call_id, p_conversation_id),
@@ -1080,8 +1077,10 @@ $$;
 
 -- record_tool_call: writes a tool call's ledger decision in the transaction
 -- that stores its tool_use part, before any request can leave, whatever
--- function (or statement) appended the assistant message. Unregistered and
--- non-effectful tools get no row (effect_for_call answers CV007 or replay).
+-- function (or statement) appended the assistant message, against the
+-- tool's latest version at that moment. An unregistered tool gets no row
+-- (effect_for_call answers CV007, even once it is registered).
+--   replay:   a registered tool without effects: free to run again, no effect.
 --   rejected: the input fails the tool's frozen schema: a failed effect, 422.
 --   reuse:    an effect already has this call's scope key: the call is linked to it.
 --   confirm:  a re-run (same tool, same fork point, an earlier call on another
@@ -1103,12 +1102,14 @@ DECLARE
     v_decision  text;
 BEGIN
     SELECT * INTO v_tool FROM convo.tools t WHERE t.name = NEW.tool_name ORDER BY t.version DESC LIMIT 1;
-    IF NOT FOUND OR NOT v_tool.effectful THEN
+    IF NOT FOUND THEN
         RETURN NULL;
     END IF;
     v_fork := convo.fork_point_of(NEW.conversation_id, NEW.message_id);
-    v_errors := convo.args_errors(v_tool.args_schema, v_input);
-    IF cardinality(v_errors) > 0 THEN
+    v_errors := CASE WHEN v_tool.effectful THEN convo.args_errors(v_tool.args_schema, v_input) END;
+    IF NOT v_tool.effectful THEN
+        v_decision := 'replay';
+    ELSIF cardinality(v_errors) > 0 THEN
         -- Rejected calls never deduplicate: the key is the call's own.
         v_decision := 'rejected';
         v_scope_key := 'rejected:' || encode(sha256(convert_to(NEW.conversation_id || '|' || NEW.tool_call_id, 'UTF8')), 'hex');
@@ -1133,13 +1134,13 @@ BEGIN
                AND l.fork_point_id IS NOT DISTINCT FROM v_fork
                AND l.decision IN ('execute', 'reuse', 'confirm')
                AND NOT convo.is_on_path(NEW.conversation_id, l.message_id, NEW.message_id)
-             ORDER BY l.decided_at DESC
+             ORDER BY l.decided_at DESC, l.tool_call_id DESC
              LIMIT 1;
             v_decision := CASE WHEN v_repeats IS NULL THEN 'execute' ELSE 'confirm' END;
         END IF;
     END IF;
 
-    IF v_decision <> 'reuse' THEN
+    IF v_decision NOT IN ('reuse', 'replay') THEN
         PERFORM convo.set_effect_context(NULL, CASE WHEN v_decision = 'rejected'
                                                     THEN jsonb_build_object('errors', to_jsonb(v_errors)) END);
         INSERT INTO convo.tool_effects
@@ -1310,6 +1311,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, convo
 AS $$
 BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.state = OLD.state THEN
+        RETURN NULL; -- no transition (tool_effects_transition let only an identical row through)
+    END IF;
     INSERT INTO convo.tool_effect_events (conversation_id, effect_id, from_state, to_state, actor, evidence)
     VALUES (NEW.conversation_id, NEW.id, CASE TG_OP WHEN 'INSERT' THEN 'requested' ELSE OLD.state END, NEW.state,
             coalesce(nullif(current_setting('convo.effect_actor', true), ''), session_user),

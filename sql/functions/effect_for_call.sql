@@ -1,7 +1,8 @@
 -- effect_for_call: what the agent loop must do for a tool call, read from the
 -- ledger decision written when the call was appended: execute (send with
 -- idempotency_key), reuse (take the existing outcome), confirm (ask a
--- person), rejected, or replay (a registered tool without effects).
+-- person), rejected, or replay (a registered tool without effects). A call
+-- of a tool that was not registered then is CV007, whatever came after.
 CREATE OR REPLACE FUNCTION convo.effect_for_call(p_conversation_id uuid, p_tool_call_id text)
 RETURNS TABLE (effect_id uuid, decision text, state text, idempotency_key text, external_ref text,
                http_status int, error_code text)
@@ -12,7 +13,6 @@ AS $$
 DECLARE
     v_part  convo.message_parts;
     v_other uuid;
-    v_tool  convo.tools;
 BEGIN
     PERFORM convo.conversation_ref(p_conversation_id);
     IF p_tool_call_id IS NULL THEN
@@ -35,18 +35,12 @@ BEGIN
     RETURN QUERY
     SELECT e.id, l.decision, e.state, e.idempotency_key, e.external_ref, e.http_status, e.error_code
       FROM convo.tool_effect_calls l
-      JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+      LEFT JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
      WHERE l.conversation_id = p_conversation_id AND l.tool_call_id = p_tool_call_id;
     IF FOUND THEN
         RETURN;
     END IF;
-
-    SELECT * INTO v_tool FROM convo.tools t WHERE t.name = v_part.tool_name ORDER BY t.version DESC LIMIT 1;
-    IF FOUND AND NOT v_tool.effectful THEN
-        RETURN QUERY SELECT NULL::uuid, 'replay'::text, NULL::text, NULL::text, NULL::text, NULL::int, NULL::text;
-        RETURN;
-    END IF;
-    RAISE EXCEPTION 'tool % of call % was not an effectful tool on the allowlist when the call was appended',
+    RAISE EXCEPTION 'tool % of call % was not on the allowlist when the call was appended',
             v_part.tool_name, p_tool_call_id
         USING ERRCODE = 'CV007',
               DETAIL = format('tool %s, tool call %s, conversation %s', v_part.tool_name, p_tool_call_id, p_conversation_id),

@@ -1,7 +1,9 @@
 -- record_tool_call: writes a tool call's ledger decision in the transaction
 -- that stores its tool_use part, before any request can leave, whatever
--- function (or statement) appended the assistant message. Unregistered and
--- non-effectful tools get no row (effect_for_call answers CV007 or replay).
+-- function (or statement) appended the assistant message, against the
+-- tool's latest version at that moment. An unregistered tool gets no row
+-- (effect_for_call answers CV007, even once it is registered).
+--   replay:   a registered tool without effects: free to run again, no effect.
 --   rejected: the input fails the tool's frozen schema: a failed effect, 422.
 --   reuse:    an effect already has this call's scope key: the call is linked to it.
 --   confirm:  a re-run (same tool, same fork point, an earlier call on another
@@ -23,12 +25,14 @@ DECLARE
     v_decision  text;
 BEGIN
     SELECT * INTO v_tool FROM convo.tools t WHERE t.name = NEW.tool_name ORDER BY t.version DESC LIMIT 1;
-    IF NOT FOUND OR NOT v_tool.effectful THEN
+    IF NOT FOUND THEN
         RETURN NULL;
     END IF;
     v_fork := convo.fork_point_of(NEW.conversation_id, NEW.message_id);
-    v_errors := convo.args_errors(v_tool.args_schema, v_input);
-    IF cardinality(v_errors) > 0 THEN
+    v_errors := CASE WHEN v_tool.effectful THEN convo.args_errors(v_tool.args_schema, v_input) END;
+    IF NOT v_tool.effectful THEN
+        v_decision := 'replay';
+    ELSIF cardinality(v_errors) > 0 THEN
         -- Rejected calls never deduplicate: the key is the call's own.
         v_decision := 'rejected';
         v_scope_key := 'rejected:' || encode(sha256(convert_to(NEW.conversation_id || '|' || NEW.tool_call_id, 'UTF8')), 'hex');
@@ -53,13 +57,13 @@ BEGIN
                AND l.fork_point_id IS NOT DISTINCT FROM v_fork
                AND l.decision IN ('execute', 'reuse', 'confirm')
                AND NOT convo.is_on_path(NEW.conversation_id, l.message_id, NEW.message_id)
-             ORDER BY l.decided_at DESC
+             ORDER BY l.decided_at DESC, l.tool_call_id DESC
              LIMIT 1;
             v_decision := CASE WHEN v_repeats IS NULL THEN 'execute' ELSE 'confirm' END;
         END IF;
     END IF;
 
-    IF v_decision <> 'reuse' THEN
+    IF v_decision NOT IN ('reuse', 'replay') THEN
         PERFORM convo.set_effect_context(NULL, CASE WHEN v_decision = 'rejected'
                                                     THEN jsonb_build_object('errors', to_jsonb(v_errors)) END);
         INSERT INTO convo.tool_effects

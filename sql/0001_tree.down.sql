@@ -17,6 +17,7 @@ DROP FUNCTION convo.max_metadata_bytes;
 DROP FUNCTION convo.max_message_bytes;
 DROP FUNCTION convo.edit_and_resend;
 DROP FUNCTION convo.refuse_change;
+DROP FUNCTION convo.raise_not_found;
 DROP FUNCTION convo.path_segments;
 DROP FUNCTION convo.path_from;
 DROP FUNCTION convo.path_at;

@@ -635,7 +635,6 @@ SET search_path = pg_catalog, convo
 AS $$
 DECLARE
     v_message convo.messages;
-    v_other   uuid;
 BEGIN
     IF p_message_id IS NULL THEN
         RAISE EXCEPTION 'a message id is required' USING ERRCODE = 'CV011',
@@ -646,14 +645,9 @@ BEGIN
     IF FOUND THEN
         RETURN v_message;
     END IF;
-    SELECT m.conversation_id INTO v_other FROM convo.messages m WHERE m.id = p_message_id LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'message % belongs to another conversation', p_message_id
-            USING ERRCODE = 'CV003',
-                  DETAIL = format('message %s, conversation %s, named in conversation %s', p_message_id, v_other, p_conversation_id);
-    END IF;
-    RAISE EXCEPTION 'message % does not exist', p_message_id
-        USING ERRCODE = 'CV002', DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id);
+    PERFORM convo.raise_not_found('message', p_message_id::text, p_conversation_id,
+        (SELECT m.conversation_id FROM convo.messages m WHERE m.id = p_message_id LIMIT 1));
+    RETURN NULL; -- not reached: raise_not_found always raises
 END;
 $$;
 
@@ -864,6 +858,30 @@ BEGIN
           JOIN convo.messages fork ON fork.conversation_id = p_conversation_id AND fork.id = start.parent_id
     )
     SELECT s.branch_id, s.max_depth FROM segments s;
+END;
+$$;
+
+-- raise_not_found: the error for an id that names nothing in the
+-- conversation a call names: CV003 when it names a row of another
+-- conversation (p_other_conversation_id), CV002 when it names none.
+CREATE OR REPLACE FUNCTION convo.raise_not_found(
+    p_what                  text,
+    p_id                    text,
+    p_conversation_id       uuid,
+    p_other_conversation_id uuid)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, convo
+AS $$
+BEGIN
+    IF p_other_conversation_id IS NOT NULL THEN
+        RAISE EXCEPTION '% % belongs to another conversation', p_what, p_id
+            USING ERRCODE = 'CV003',
+                  DETAIL = format('%s %s, conversation %s, named in conversation %s',
+                                  p_what, p_id, p_other_conversation_id, p_conversation_id);
+    END IF;
+    RAISE EXCEPTION '% % does not exist', p_what, p_id
+        USING ERRCODE = 'CV002', DETAIL = format('%s %s, conversation %s', p_what, p_id, p_conversation_id);
 END;
 $$;
 

@@ -458,38 +458,20 @@ func TestEffectLedgerAppendOnly(t *testing.T) {
 		{"TRUNCATE effect_transitions", `TRUNCATE convo.effect_transitions`, []string{"CV005", "0A000"}},
 		{"TRUNCATE effect_transitions CASCADE", `TRUNCATE convo.effect_transitions CASCADE`, []string{"CV005"}},
 	}
-	actors := []struct{ name, setup, check string }{
-		{"owner", ``, `SELECT current_user = session_user AND rolsuper FROM pg_roles WHERE rolname = current_user`},
-		{"granted non-superuser", `SET ROLE ` + pgx.Identifier{grantee}.Sanitize(),
-			`SELECT NOT rolsuper AND current_user = '` + grantee + `' FROM pg_roles WHERE rolname = current_user`},
-		{"replica", `SET session_replication_role = replica`, `SELECT current_setting('session_replication_role') = 'replica'`},
-	}
-	for _, actor := range actors {
-		t.Run(actor.name, func(t *testing.T) {
-			conn := dedicatedConn(t, db)
-			if actor.setup != "" {
-				if _, err := conn.Exec(ctx, actor.setup); err != nil {
-					t.Fatalf("%s: %v", actor.setup, err)
-				}
-			}
-			var ok bool
-			if err := conn.QueryRow(ctx, actor.check).Scan(&ok); err != nil || !ok {
-				t.Fatalf("the session is not set up as %s (err %v)", actor.name, err)
-			}
-			for _, st := range statements {
-				t.Run(st.name, func(t *testing.T) {
-					_, err := conn.Exec(ctx, st.sql) // autocommit: a slip would stay
-					code := sqlState(err)
-					for _, c := range st.codes {
-						if code == c {
-							return
-						}
+	asEachActor(t, db, grantee, func(t *testing.T, conn *pgx.Conn) {
+		for _, st := range statements {
+			t.Run(st.name, func(t *testing.T) {
+				_, err := conn.Exec(ctx, st.sql) // autocommit: a slip would stay
+				code := sqlState(err)
+				for _, c := range st.codes {
+					if code == c {
+						return
 					}
-					t.Fatalf("want SQLSTATE %v, got %v", st.codes, err)
-				})
-			}
-		})
-	}
+				}
+				t.Fatalf("want SQLSTATE %v, got %v", st.codes, err)
+			})
+		}
+	})
 	requireLedgerUnchanged(t, db, "the refused statements", before)
 	requireEqual(t, "effect_transitions", queryRow[string](t, db,
 		`SELECT string_agg(to_jsonb(t)::text, ',' ORDER BY from_state, to_state) FROM convo.effect_transitions t`), transitions)

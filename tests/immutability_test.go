@@ -116,38 +116,14 @@ func TestAppendOnlyTablesRefuseChanges(t *testing.T) {
 		{"TRUNCATE conversations", `TRUNCATE convo.conversations`, "0A000"},
 		{"TRUNCATE conversations CASCADE", `TRUNCATE convo.conversations CASCADE`, "CV005"},
 	}
-	actors := []struct {
-		name  string
-		setup string
-		check string // a query that must return true once setup ran
-	}{
-		{"owner", ``, `SELECT current_user = session_user AND rolsuper FROM pg_roles WHERE rolname = current_user`},
-		{"granted non-superuser", `SET ROLE ` + pgx.Identifier{grantee}.Sanitize(),
-			`SELECT NOT rolsuper AND current_user = '` + grantee + `' AND NOT EXISTS (
-			     SELECT FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user))
-			   FROM pg_roles WHERE rolname = current_user`},
-		{"replica", `SET session_replication_role = replica`, `SELECT current_setting('session_replication_role') = 'replica'`},
-	}
-	for _, actor := range actors {
-		t.Run(actor.name, func(t *testing.T) {
-			conn := dedicatedConn(t, db)
-			if actor.setup != "" {
-				if _, err := conn.Exec(ctx, actor.setup); err != nil {
-					t.Fatalf("%s: %v", actor.setup, err)
-				}
-			}
-			var ok bool
-			if err := conn.QueryRow(ctx, actor.check).Scan(&ok); err != nil || !ok {
-				t.Fatalf("the session is not set up as %s (err %v)", actor.name, err)
-			}
-			for _, st := range statements {
-				t.Run(st.name, func(t *testing.T) {
-					_, err := conn.Exec(ctx, st.sql) // autocommit: nothing rolls a slip back
-					requireSQLState(t, err, st.code)
-				})
-			}
-		})
-	}
+	asEachActor(t, db, grantee, func(t *testing.T, conn *pgx.Conn) {
+		for _, st := range statements {
+			t.Run(st.name, func(t *testing.T) {
+				_, err := conn.Exec(ctx, st.sql) // autocommit: nothing rolls a slip back
+				requireSQLState(t, err, st.code)
+			})
+		}
+	})
 	for _, table := range tables {
 		after := rowVersions(t, db, table)
 		if added := requireRowsKept(t, table, before[table], after); len(added) > 0 {

@@ -462,3 +462,36 @@ func dedicatedConn(t testing.TB, db *pgxpool.Pool) *pgx.Conn {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }
+
+// asEachActor runs fn once on a dedicated connection for each session that
+// must be refused by the append-only and state-machine triggers: the table
+// owner (the superuser, in tests), a non-superuser granted ALL on the tables
+// who owns nothing, and the owner with session_replication_role = replica
+// (the triggers are ENABLE ALWAYS). Each setup is checked before fn runs.
+func asEachActor(t *testing.T, db *pgxpool.Pool, grantee string, fn func(t *testing.T, conn *pgx.Conn)) {
+	t.Helper()
+	ctx := context.Background()
+	actors := []struct{ name, setup, check string }{
+		{"owner", ``, `SELECT current_user = session_user AND rolsuper FROM pg_roles WHERE rolname = current_user`},
+		{"granted non-superuser", `SET ROLE ` + pgx.Identifier{grantee}.Sanitize(),
+			`SELECT NOT rolsuper AND current_user = '` + grantee + `' AND NOT EXISTS (
+			     SELECT FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user))
+			   FROM pg_roles WHERE rolname = current_user`},
+		{"replica", `SET session_replication_role = replica`, `SELECT current_setting('session_replication_role') = 'replica'`},
+	}
+	for _, actor := range actors {
+		t.Run(actor.name, func(t *testing.T) {
+			conn := dedicatedConn(t, db)
+			if actor.setup != "" {
+				if _, err := conn.Exec(ctx, actor.setup); err != nil {
+					t.Fatalf("%s: %v", actor.setup, err)
+				}
+			}
+			var ok bool
+			if err := conn.QueryRow(ctx, actor.check).Scan(&ok); err != nil || !ok {
+				t.Fatalf("the session is not set up as %s (err %v)", actor.name, err)
+			}
+			fn(t, conn)
+		})
+	}
+}

@@ -11,25 +11,18 @@ STABLE
 SET search_path = pg_catalog, convo
 AS $$
 DECLARE
-    v_part  convo.message_parts;
-    v_other uuid;
+    v_tool_name text;
 BEGIN
     PERFORM convo.conversation_ref(p_conversation_id);
     IF p_tool_call_id IS NULL THEN
         RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011';
     END IF;
-    SELECT * INTO v_part FROM convo.message_parts p
+    SELECT p.tool_name INTO v_tool_name FROM convo.message_parts p
      WHERE p.conversation_id = p_conversation_id AND p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id;
     IF NOT FOUND THEN
-        SELECT p.conversation_id INTO v_other FROM convo.message_parts p
-         WHERE p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION 'tool call % belongs to another conversation', p_tool_call_id
-                USING ERRCODE = 'CV003',
-                      DETAIL = format('tool call %s, conversation %s, named in conversation %s', p_tool_call_id, v_other, p_conversation_id);
-        END IF;
-        RAISE EXCEPTION 'tool call % does not exist', p_tool_call_id
-            USING ERRCODE = 'CV002', DETAIL = format('tool call %s, conversation %s', p_tool_call_id, p_conversation_id);
+        PERFORM convo.raise_not_found('tool call', p_tool_call_id, p_conversation_id,
+            (SELECT p.conversation_id FROM convo.message_parts p
+              WHERE p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id LIMIT 1));
     END IF;
 
     RETURN QUERY
@@ -41,9 +34,9 @@ BEGIN
         RETURN;
     END IF;
     RAISE EXCEPTION 'tool % of call % was not on the allowlist when the call was appended',
-            v_part.tool_name, p_tool_call_id
+            v_tool_name, p_tool_call_id
         USING ERRCODE = 'CV007',
-              DETAIL = format('tool %s, tool call %s, conversation %s', v_part.tool_name, p_tool_call_id, p_conversation_id),
+              DETAIL = format('tool %s, tool call %s, conversation %s', v_tool_name, p_tool_call_id, p_conversation_id),
               HINT = 'An unregistered tool never gets a go-ahead; register it, then append a new call.';
 END;
 $$;

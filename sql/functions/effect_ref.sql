@@ -7,7 +7,6 @@ SET search_path = pg_catalog, convo
 AS $$
 DECLARE
     v_effect convo.tool_effects;
-    v_other  uuid;
 BEGIN
     IF p_effect_id IS NULL THEN
         RAISE EXCEPTION 'p_effect_id is required' USING ERRCODE = 'CV011';
@@ -18,13 +17,8 @@ BEGIN
     IF FOUND THEN
         RETURN v_effect;
     END IF;
-    SELECT e.conversation_id INTO v_other FROM convo.tool_effects e WHERE e.id = p_effect_id LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'effect % belongs to another conversation', p_effect_id
-            USING ERRCODE = 'CV003',
-                  DETAIL = format('effect %s, conversation %s, named in conversation %s', p_effect_id, v_other, p_conversation_id);
-    END IF;
-    RAISE EXCEPTION 'effect % does not exist', p_effect_id
-        USING ERRCODE = 'CV002', DETAIL = format('effect %s, conversation %s', p_effect_id, p_conversation_id);
+    PERFORM convo.raise_not_found('effect', p_effect_id::text, p_conversation_id,
+        (SELECT e.conversation_id FROM convo.tool_effects e WHERE e.id = p_effect_id LIMIT 1));
+    RETURN NULL; -- not reached: raise_not_found always raises
 END;
 $$;

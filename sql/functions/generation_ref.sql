@@ -7,7 +7,6 @@ SET search_path = pg_catalog, convo
 AS $$
 DECLARE
     v_generation convo.generations;
-    v_other      uuid;
 BEGIN
     IF p_generation_id IS NULL THEN
         RAISE EXCEPTION 'p_generation_id is required' USING ERRCODE = 'CV011';
@@ -18,13 +17,8 @@ BEGIN
     IF FOUND THEN
         RETURN v_generation;
     END IF;
-    SELECT g.conversation_id INTO v_other FROM convo.generations g WHERE g.id = p_generation_id LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'generation % belongs to another conversation', p_generation_id
-            USING ERRCODE = 'CV003',
-                  DETAIL = format('generation %s, conversation %s, named in conversation %s', p_generation_id, v_other, p_conversation_id);
-    END IF;
-    RAISE EXCEPTION 'generation % does not exist', p_generation_id
-        USING ERRCODE = 'CV002', DETAIL = format('generation %s, conversation %s', p_generation_id, p_conversation_id);
+    PERFORM convo.raise_not_found('generation', p_generation_id::text, p_conversation_id,
+        (SELECT g.conversation_id FROM convo.generations g WHERE g.id = p_generation_id LIMIT 1));
+    RETURN NULL; -- not reached: raise_not_found always raises
 END;
 $$;

@@ -8,7 +8,6 @@ SET search_path = pg_catalog, convo
 AS $$
 DECLARE
     v_message convo.messages;
-    v_other   uuid;
 BEGIN
     IF p_message_id IS NULL THEN
         RAISE EXCEPTION 'a message id is required' USING ERRCODE = 'CV011',
@@ -19,13 +18,8 @@ BEGIN
     IF FOUND THEN
         RETURN v_message;
     END IF;
-    SELECT m.conversation_id INTO v_other FROM convo.messages m WHERE m.id = p_message_id LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'message % belongs to another conversation', p_message_id
-            USING ERRCODE = 'CV003',
-                  DETAIL = format('message %s, conversation %s, named in conversation %s', p_message_id, v_other, p_conversation_id);
-    END IF;
-    RAISE EXCEPTION 'message % does not exist', p_message_id
-        USING ERRCODE = 'CV002', DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id);
+    PERFORM convo.raise_not_found('message', p_message_id::text, p_conversation_id,
+        (SELECT m.conversation_id FROM convo.messages m WHERE m.id = p_message_id LIMIT 1));
+    RETURN NULL; -- not reached: raise_not_found always raises
 END;
 $$;

@@ -37,7 +37,7 @@ CREATE TABLE convo.generations (
 );
 CREATE INDEX generations_streaming_idx ON convo.generations (started_at) WHERE state = 'streaming';
 
--- The allowlist. A registered version never changes (tools_frozen); other
+-- The allowlist. A registered version never changes (tools_append_only); other
 -- settings make the next version, and every effect and receipt records the
 -- version it was checked against.
 CREATE TABLE convo.tools (

@@ -18,6 +18,9 @@ var ErrNoBinaries = errors.New("no PostgreSQL server binaries found: install Pos
 // it has all of them.
 var serverBinaries = []string{"initdb", "postgres", "pg_ctl"}
 
+// debianRoot is where Debian's packages put each major version's binaries.
+var debianRoot = "/usr/lib/postgresql"
+
 // FindBinaries returns the directory holding initdb, postgres and pg_ctl. It
 // asks `pg_config --bindir` first, then looks on PATH, then in
 // /usr/lib/postgresql/<version>/bin, newest version first.
@@ -32,7 +35,7 @@ func FindBinaries() (string, error) {
 			return dir, nil
 		}
 	}
-	versions, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	versions, _ := filepath.Glob(filepath.Join(debianRoot, "*", "bin"))
 	sort.Slice(versions, func(i, j int) bool { return versionOf(versions[i]) > versionOf(versions[j]) })
 	for _, dir := range versions {
 		if hasServerBinaries(dir) {

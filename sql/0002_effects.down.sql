@@ -32,6 +32,7 @@ DROP FUNCTION convo.settle_effect;
 DROP FUNCTION convo.register_tool;
 DROP FUNCTION convo.record_tool_call;
 DROP FUNCTION convo.receipt_ref;
+DROP FUNCTION convo.receipt_arguments_error;
 DROP FUNCTION convo.generations_transition;
 DROP FUNCTION convo.generation_ref;
 DROP FUNCTION convo.fill_receipt;

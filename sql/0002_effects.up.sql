@@ -934,7 +934,6 @@ SET search_path = pg_catalog, convo
 AS $$
 DECLARE
     v_receipt convo.tool_receipts := convo.receipt_ref(p_receipt_id);
-    v_schema  jsonb;
     v_code    text;
 BEGIN
     IF p_arguments IS NULL OR p_expected IS NULL OR jsonb_typeof(p_expected) <> 'object' THEN
@@ -952,13 +951,9 @@ BEGIN
             USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
     END IF;
 
-    SELECT t.args_schema INTO v_schema FROM convo.tools t
-     WHERE t.name = v_receipt.tool_name AND t.version = v_receipt.tool_version;
     v_code := CASE
         WHEN clock_timestamp() > v_receipt.deadline_at THEN 'deadline_exceeded'
-        WHEN cardinality(convo.args_errors(v_schema, p_arguments)) > 0 THEN 'invalid_arguments'
-        WHEN EXISTS (SELECT 1 FROM jsonb_each(p_expected) e
-                      WHERE p_arguments -> e.key IS DISTINCT FROM e.value) THEN 'arg_mismatch'
+        ELSE convo.receipt_arguments_error(v_receipt.tool_name, v_receipt.tool_version, p_arguments, p_expected)
     END;
     UPDATE convo.tool_receipts r
        SET arguments = p_arguments, expected = p_expected, arguments_valid = (v_code IS NULL),
@@ -1031,6 +1026,34 @@ BEGIN
                   HINT = 'A generation goes from streaming to completed, failed or cancelled, once.';
     END IF;
     RETURN NEW;
+END;
+$$;
+
+-- receipt_arguments_error: why a receipt's arguments cannot be applied, or
+-- NULL: 'invalid_arguments' when they fail the tool version's frozen
+-- schema, else 'arg_mismatch' when a top-level key of the route's expected
+-- values differs. Shared by fill_receipt and tool_receipts_transition, so a
+-- direct UPDATE cannot mark bad arguments valid either.
+CREATE OR REPLACE FUNCTION convo.receipt_arguments_error(
+    p_tool_name    text,
+    p_tool_version int,
+    p_arguments    jsonb,
+    p_expected     jsonb)
+RETURNS text
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, convo
+AS $$
+BEGIN
+    IF cardinality(convo.args_errors((SELECT t.args_schema FROM convo.tools t
+                                       WHERE t.name = p_tool_name AND t.version = p_tool_version),
+                                     p_arguments)) > 0 THEN
+        RETURN 'invalid_arguments';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_each(p_expected) e WHERE p_arguments -> e.key IS DISTINCT FROM e.value) THEN
+        RETURN 'arg_mismatch';
+    END IF;
+    RETURN NULL;
 END;
 $$;
 
@@ -1340,7 +1363,8 @@ $$;
 
 -- tool_receipts_transition: a receipt is filed pending and ends once, applied
 -- or failed; its owner, key, tool and request never change, its arguments
--- are filled once, and a settled receipt never changes. CV006.
+-- are filled once and are valid only if they pass receipt_arguments_error,
+-- and a settled receipt never changes. CV006.
 CREATE OR REPLACE FUNCTION convo.tool_receipts_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -1369,6 +1393,11 @@ BEGIN
         RAISE EXCEPTION 'receipt % is %: this change is not a transition it allows', OLD.id, OLD.status
             USING ERRCODE = 'CV006', DETAIL = format('receipt %s, %s to %s', OLD.id, OLD.status, NEW.status),
                   HINT = 'A receipt goes from pending to applied or failed, once; its arguments are filled once.';
+    END IF;
+    IF NEW.arguments_valid AND OLD.arguments IS NULL
+       AND convo.receipt_arguments_error(NEW.tool_name, NEW.tool_version, NEW.arguments, NEW.expected) IS NOT NULL THEN
+        RAISE EXCEPTION 'receipt % arguments are marked valid but fail its tool version or the expected values', OLD.id
+            USING ERRCODE = 'CV006', DETAIL = format('receipt %s, tool %s version %s', OLD.id, OLD.tool_name, OLD.tool_version);
     END IF;
     RETURN NEW;
 END;

@@ -10,7 +10,6 @@ SET search_path = pg_catalog, convo
 AS $$
 DECLARE
     v_receipt convo.tool_receipts := convo.receipt_ref(p_receipt_id);
-    v_schema  jsonb;
     v_code    text;
 BEGIN
     IF p_arguments IS NULL OR p_expected IS NULL OR jsonb_typeof(p_expected) <> 'object' THEN
@@ -28,13 +27,9 @@ BEGIN
             USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
     END IF;
 
-    SELECT t.args_schema INTO v_schema FROM convo.tools t
-     WHERE t.name = v_receipt.tool_name AND t.version = v_receipt.tool_version;
     v_code := CASE
         WHEN clock_timestamp() > v_receipt.deadline_at THEN 'deadline_exceeded'
-        WHEN cardinality(convo.args_errors(v_schema, p_arguments)) > 0 THEN 'invalid_arguments'
-        WHEN EXISTS (SELECT 1 FROM jsonb_each(p_expected) e
-                      WHERE p_arguments -> e.key IS DISTINCT FROM e.value) THEN 'arg_mismatch'
+        ELSE convo.receipt_arguments_error(v_receipt.tool_name, v_receipt.tool_version, p_arguments, p_expected)
     END;
     UPDATE convo.tool_receipts r
        SET arguments = p_arguments, expected = p_expected, arguments_valid = (v_code IS NULL),

@@ -1,6 +1,7 @@
 -- tool_receipts_transition: a receipt is filed pending and ends once, applied
 -- or failed; its owner, key, tool and request never change, its arguments
--- are filled once, and a settled receipt never changes. CV006.
+-- are filled once and are valid only if they pass receipt_arguments_error,
+-- and a settled receipt never changes. CV006.
 CREATE OR REPLACE FUNCTION convo.tool_receipts_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -29,6 +30,11 @@ BEGIN
         RAISE EXCEPTION 'receipt % is %: this change is not a transition it allows', OLD.id, OLD.status
             USING ERRCODE = 'CV006', DETAIL = format('receipt %s, %s to %s', OLD.id, OLD.status, NEW.status),
                   HINT = 'A receipt goes from pending to applied or failed, once; its arguments are filled once.';
+    END IF;
+    IF NEW.arguments_valid AND OLD.arguments IS NULL
+       AND convo.receipt_arguments_error(NEW.tool_name, NEW.tool_version, NEW.arguments, NEW.expected) IS NOT NULL THEN
+        RAISE EXCEPTION 'receipt % arguments are marked valid but fail its tool version or the expected values', OLD.id
+            USING ERRCODE = 'CV006', DETAIL = format('receipt %s, tool %s version %s', OLD.id, OLD.tool_name, OLD.tool_version);
     END IF;
     RETURN NEW;
 END;

@@ -996,9 +996,10 @@ BEGIN
 END;
 $$;
 
--- generations_transition: a generation starts streaming and ends once: streaming to completed,
--- failed or cancelled, and an ended generation never changes; its identity
--- (prompt, model, params, digest, start) never changes at all. CV006.
+-- generations_transition: a generation starts streaming and ends once:
+-- streaming to completed, failed or cancelled, and an ended generation never
+-- changes; its identity (prompt, model, params, digest, start) never changes
+-- at all, and its answer is an assistant child of its prompt. CV006.
 CREATE OR REPLACE FUNCTION convo.generations_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -1024,6 +1025,13 @@ BEGIN
         RAISE EXCEPTION 'a generation cannot go from % to %', OLD.state, NEW.state
             USING ERRCODE = 'CV006', DETAIL = format('generation %s', OLD.id),
                   HINT = 'A generation goes from streaming to completed, failed or cancelled, once.';
+    END IF;
+    IF NEW.state = 'completed' AND OLD.state = 'streaming'
+       AND NOT EXISTS (SELECT 1 FROM convo.messages m
+                        WHERE m.conversation_id = NEW.conversation_id AND m.id = NEW.message_id
+                          AND m.parent_id = NEW.prompt_message_id AND m.role = 'assistant') THEN
+        RAISE EXCEPTION 'a completed generation''s message is an assistant answer to its prompt'
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s, message %s, prompt %s', OLD.id, NEW.message_id, OLD.prompt_message_id);
     END IF;
     RETURN NEW;
 END;

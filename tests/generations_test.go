@@ -319,6 +319,8 @@ func TestGenerationDirectChanges(t *testing.T) {
 		{name: "another params", code: "CV006", args: []any{streaming}, sql: upd + `params = '{"t": 1}' WHERE id = $1`},
 		{name: "an earlier start", code: "CV006", args: []any{streaming}, sql: upd + `started_at = started_at - interval '1 hour' WHERE id = $1`},
 		{name: "another head_at_begin", code: "CV006", args: []any{streaming, f.s}, sql: upd + `head_at_begin = $2 WHERE id = $1`},
+		{name: "completed with a message that is not an answer to the prompt", code: "CV006", args: []any{streaming, f.s},
+			sql: upd + `state = 'completed', message_id = $2, usage = '{}', finished_at = clock_timestamp() WHERE id = $1`},
 		{name: "INSERT completed", code: "CV006", args: []any{f.conv, f.u, a},
 			sql: `INSERT INTO convo.generations (conversation_id, id, prompt_message_id, model, state, message_id, usage, finished_at)
 			      VALUES ($1, gen_random_uuid(), $2, 'model-x', 'completed', $3, '{}', clock_timestamp())`},

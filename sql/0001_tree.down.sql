@@ -32,7 +32,6 @@ DROP FUNCTION convo.log_head_move;
 DROP FUNCTION convo.lock_conversation;
 DROP FUNCTION convo.is_retry;
 DROP FUNCTION convo.is_on_path;
-DROP FUNCTION convo.insert_message;
 DROP FUNCTION convo.head_history;
 DROP FUNCTION convo.head_at;
 DROP FUNCTION convo.create_conversation;

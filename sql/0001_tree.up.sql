@@ -135,7 +135,8 @@ BEGIN
                 p_role, p_message_id, v_original.role
             USING ERRCODE = 'CV004', DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id);
     END IF;
-    PERFORM convo.insert_message(p_conversation_id, v_id, v_original.parent_id, p_role, p_parts, p_branch_reason);
+    INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts)
+    VALUES (p_conversation_id, v_id, v_original.parent_id, p_role, p_branch_reason, p_parts);
     PERFORM convo.move_head_to(p_conversation_id, v_id, p_branch_reason, p_moved_by);
     RETURN v_id;
 END;
@@ -210,7 +211,8 @@ BEGIN
         RETURN p_message_id;
     END IF;
     PERFORM convo.check_expected_head(p_conversation_id, p_expected_head, v_head);
-    PERFORM convo.insert_message(p_conversation_id, v_id, v_head, p_role, p_parts, NULL);
+    INSERT INTO convo.messages (conversation_id, id, parent_id, role, parts)
+    VALUES (p_conversation_id, v_id, v_head, p_role, p_parts);
     PERFORM convo.move_head_to(p_conversation_id, v_id, 'append', p_moved_by);
     RETURN v_id;
 END;
@@ -356,7 +358,7 @@ BEGIN
 
     IF p_system_prompt IS NOT NULL THEN
         v_root := gen_random_uuid();
-        PERFORM convo.insert_message(v_id, v_root, NULL, 'system', v_parts, NULL);
+        INSERT INTO convo.messages (conversation_id, id, role, parts) VALUES (v_id, v_root, 'system', v_parts);
         PERFORM convo.move_head_to(v_id, v_root, 'create', NULL);
     END IF;
     RETURN v_id;
@@ -410,26 +412,6 @@ $$;
 
 COMMENT ON FUNCTION convo.head_history(uuid) IS
     'Every head movement of the conversation, oldest first (the append-only head log).';
-
--- insert_message: writes one message with its parts. The triggers check the
--- parts, place the message in the tree and write one message_parts row a
--- part; a failure anywhere aborts the whole call.
-CREATE OR REPLACE FUNCTION convo.insert_message(
-    p_conversation_id uuid,
-    p_message_id      uuid,
-    p_parent_id       uuid,
-    p_role            text,
-    p_parts           jsonb,
-    p_branch_reason   text)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
-AS $$
-BEGIN
-    INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts)
-    VALUES (p_conversation_id, p_message_id, p_parent_id, p_role, p_branch_reason, p_parts);
-END;
-$$;
 
 -- is_on_path: whether a message sits on the path from the root to p_head_id
 -- (is the head or one of its ancestors), by the same branch walk as path.

@@ -658,7 +658,8 @@ BEGIN
       INTO v_reason
       FROM convo.messages c
      WHERE c.conversation_id = p_conversation_id AND c.parent_id = v_generation.prompt_message_id;
-    PERFORM convo.insert_message(p_conversation_id, v_message, v_generation.prompt_message_id, 'assistant', p_parts, v_reason);
+    INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts)
+    VALUES (p_conversation_id, v_message, v_generation.prompt_message_id, 'assistant', v_reason, p_parts);
     UPDATE convo.generations g
        SET state = 'completed', message_id = v_message, usage = p_usage, finish_reason = p_finish_reason,
            finished_at = clock_timestamp()

@@ -33,7 +33,8 @@ BEGIN
                 p_role, p_message_id, v_original.role
             USING ERRCODE = 'CV004', DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id);
     END IF;
-    PERFORM convo.insert_message(p_conversation_id, v_id, v_original.parent_id, p_role, p_parts, p_branch_reason);
+    INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts)
+    VALUES (p_conversation_id, v_id, v_original.parent_id, p_role, p_branch_reason, p_parts);
     PERFORM convo.move_head_to(p_conversation_id, v_id, p_branch_reason, p_moved_by);
     RETURN v_id;
 END;

@@ -24,7 +24,8 @@ BEGIN
         RETURN p_message_id;
     END IF;
     PERFORM convo.check_expected_head(p_conversation_id, p_expected_head, v_head);
-    PERFORM convo.insert_message(p_conversation_id, v_id, v_head, p_role, p_parts, NULL);
+    INSERT INTO convo.messages (conversation_id, id, parent_id, role, parts)
+    VALUES (p_conversation_id, v_id, v_head, p_role, p_parts);
     PERFORM convo.move_head_to(p_conversation_id, v_id, 'append', p_moved_by);
     RETURN v_id;
 END;

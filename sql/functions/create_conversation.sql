@@ -48,7 +48,7 @@ BEGIN
 
     IF p_system_prompt IS NOT NULL THEN
         v_root := gen_random_uuid();
-        PERFORM convo.insert_message(v_id, v_root, NULL, 'system', v_parts, NULL);
+        INSERT INTO convo.messages (conversation_id, id, role, parts) VALUES (v_id, v_root, 'system', v_parts);
         PERFORM convo.move_head_to(v_id, v_root, 'create', NULL);
     END IF;
     RETURN v_id;

@@ -654,10 +654,12 @@ BEGIN
     IF length(p_finish_reason) > convo.max_ref_length() THEN
         RAISE EXCEPTION 'p_finish_reason is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
     END IF;
-    SELECT CASE WHEN bool_or(c.role = 'assistant') THEN 'regenerate' WHEN count(*) > 0 THEN 'branch' END
-      INTO v_reason
-      FROM convo.messages c
-     WHERE c.conversation_id = p_conversation_id AND c.parent_id = v_generation.prompt_message_id;
+    -- 'regenerate' when the prompt already has an answer; messages_fill_tree
+    -- makes any other later child a 'branch'.
+    v_reason := CASE WHEN EXISTS (SELECT 1 FROM convo.messages c
+                                   WHERE c.conversation_id = p_conversation_id
+                                     AND c.parent_id = v_generation.prompt_message_id
+                                     AND c.role = 'assistant') THEN 'regenerate' END;
     INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts)
     VALUES (p_conversation_id, v_message, v_generation.prompt_message_id, 'assistant', v_reason, p_parts);
     UPDATE convo.generations g

@@ -99,7 +99,7 @@ func TestUpDownUpLeavesSameSchema(t *testing.T) {
 	if err := m.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	first := snapshotSchema(t, db, "convo")
+	first := snapshotPackage(t, db)
 
 	if err := m.Down(ctx, 0); err != nil {
 		t.Fatal(err)
@@ -109,11 +109,19 @@ func TestUpDownUpLeavesSameSchema(t *testing.T) {
 		t.Fatalf("down to zero left objects in schema public (other than schema_migrations):\n%s", diff)
 	}
 	requireOnlyExtensions(t, db, "plpgsql")
+	if left := queryStrings(t, db, `
+		SELECT 'default privileges of ' || pg_get_userbyid(defaclrole) FROM pg_default_acl
+		UNION ALL
+		SELECT 'database privilege ' || a.privilege_type || ' of convo_owner'
+		  FROM pg_database d, aclexplode(d.datacl) a
+		 WHERE d.datname = current_database() AND a.grantee = 'convo_owner'::regrole`); len(left) != 0 {
+		t.Fatalf("down to zero left privileges behind: %v", left)
+	}
 
 	if err := m.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if diff := diffSnapshots(first, snapshotSchema(t, db, "convo")); diff != "" {
+	if diff := diffSnapshots(first, snapshotPackage(t, db)); diff != "" {
 		t.Fatalf("up, down, up gave a different schema than up:\n%s", diff)
 	}
 }
@@ -146,7 +154,7 @@ func TestObjectFilesMatchMigrations(t *testing.T) {
 		}
 	}
 
-	before := snapshotSchema(t, db, "convo")
+	before := snapshotPackage(t, db)
 	for _, kind := range objectKinds {
 		files := objectFiles(t, kind.dir)
 		names := make([]string, 0, len(files))
@@ -165,7 +173,7 @@ func TestObjectFilesMatchMigrations(t *testing.T) {
 			}
 		}
 	}
-	if diff := diffSnapshots(before, snapshotSchema(t, db, "convo")); diff != "" {
+	if diff := diffSnapshots(before, snapshotPackage(t, db)); diff != "" {
 		t.Fatalf("the object files differ from what the migrations define "+
 			"(write a migration that brings the schema to the files, or fix the files):\n%s", diff)
 	}
@@ -180,6 +188,10 @@ var objectKinds = []struct {
 		SELECT DISTINCT p.proname FROM pg_proc p
 		JOIN pg_namespace n ON n.oid = p.pronamespace
 		WHERE n.nspname = 'convo'`},
+	{"../sql/private", "private function", `
+		SELECT DISTINCT p.proname FROM pg_proc p
+		JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname = 'convo_private'`},
 	{"../sql/triggers", "trigger", `
 		SELECT DISTINCT tg.tgname FROM pg_trigger tg
 		JOIN pg_class c ON c.oid = tg.tgrelid
@@ -560,6 +572,19 @@ func snapshotSchema(t testing.TB, db *sql.DB, schema string) map[string]string {
 			t.Fatal(err)
 		}
 		rows.Close()
+	}
+	return snap
+}
+
+// snapshotPackage describes every object of both of pgconvo's schemas, the
+// API (convo) and the machinery (convo_private).
+func snapshotPackage(t testing.TB, db *sql.DB) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	for _, schema := range []string{"convo", "convo_private"} {
+		for k, v := range snapshotSchema(t, db, schema) {
+			snap[schema+": "+k] = v
+		}
 	}
 	return snap
 }

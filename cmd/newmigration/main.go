@@ -3,14 +3,17 @@
 //
 //	go run ./cmd/newmigration NAME
 //
-// An object file (sql/functions, sql/triggers, sql/views: one object each,
-// opening with a "-- name: why" comment) whose text is not in any migration
-// yet is new or changed. The up migration re-creates each of them
-// (PL/pgSQL functions first, then SQL-bodied functions, whose bodies are
-// checked at creation, then views, then triggers), below a marked place for
-// table changes, which are written by hand. The down migration drops the new
-// objects and restores the previous text of the changed ones, taken from the
-// latest migration that holds it. With nothing changed it writes nothing.
+// An object file (sql/functions and sql/views: schema convo, the API;
+// sql/private: schema convo_private, the machinery; sql/triggers: one object
+// each, opening with a "-- name: why" comment) whose text is not in any
+// migration yet is new or changed. The up migration acts as the owner role
+// (ownerPreamble), re-creates each of them (PL/pgSQL functions first, then
+// SQL-bodied functions, whose bodies are checked at creation, then views,
+// then triggers) below a marked place for table changes, which are written
+// by hand, and re-applies the documented grants. The down migration restores
+// the previous text of the changed ones, taken from the latest migration
+// that holds it, in the same order, then drops the new objects. With nothing
+// changed it writes nothing.
 // The drift test (tests/migrations_test.go) then proves the result.
 package main
 
@@ -68,11 +71,13 @@ func run(dir, name string) error {
 	}
 	next := uint(len(history) + 1)
 	base := filepath.Join(dir, fmt.Sprintf("%04d_%s", next, name))
-	upText := fmt.Sprintf("-- %04d_%s: WHY THIS MIGRATION (one or two lines).\n\n"+
-		"-- Table changes, written by hand, go here, above the objects that use them.\n\n%s\n",
-		next, name, strings.Join(up, "\n\n"))
-	downText := fmt.Sprintf("-- %04d_%s down: reverses %04d_%s.up.sql in reverse order.\n\n%s\n\n"+
-		"-- Reverse the table changes here, below the objects.\n", next, name, next, name, strings.Join(down, "\n\n"))
+	upText := fmt.Sprintf("-- %04d_%s: WHY THIS MIGRATION (one or two lines).\n\n%s\n"+
+		"-- Table changes, written by hand, go here, above the objects that use them.\n\n%s\n\n"+
+		"SELECT convo_private.apply_grants();\n\n%s",
+		next, name, ownerPreamble, strings.Join(up, "\n\n"), ownerPostamble)
+	downText := fmt.Sprintf("-- %04d_%s down: reverses %04d_%s.up.sql.\n\n%s\n%s\n\n"+
+		"-- Reverse the table changes here, below the objects.\n\nSELECT convo_private.apply_grants();\n\n%s",
+		next, name, next, name, ownerPreamble, strings.Join(down, "\n\n"), ownerPostamble)
 	for path, text := range map[string]string{base + ".up.sql": upText, base + ".down.sql": downText} {
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%s exists already", path)
@@ -99,9 +104,9 @@ func plan(objects []object, ups []string) (up, down []string) {
 	}
 	rank := func(o object) int {
 		switch {
-		case o.kind == "functions" && !sqlBodied(o.text):
+		case (o.kind == "functions" || o.kind == "private") && !sqlBodied(o.text):
 			return 0
-		case o.kind == "functions":
+		case o.kind == "functions" || o.kind == "private":
 			return 1
 		case o.kind == "views":
 			return 2
@@ -109,24 +114,22 @@ func plan(objects []object, ups []string) (up, down []string) {
 		return 3
 	}
 	sort.SliceStable(changed, func(i, j int) bool { return rank(changed[i]) < rank(changed[j]) })
+	var drops []string
 	for _, o := range changed {
 		up = append(up, strings.TrimSpace(o.text))
-	}
-	for i := len(changed) - 1; i >= 0; i-- {
-		o := changed[i]
 		if prev := previous(ups, o); prev != "" {
 			down = append(down, prev)
 		} else {
-			down = append(down, drop(o))
+			drops = append([]string{drop(o)}, drops...)
 		}
 	}
-	return up, down
+	return up, append(down, drops...)
 }
 
 // readObjects reads every object file under dir's object folders.
 func readObjects(dir string) ([]object, error) {
 	var objects []object
-	for _, kind := range []string{"functions", "views", "triggers"} {
+	for _, kind := range []string{"functions", "private", "views", "triggers"} {
 		paths, err := filepath.Glob(filepath.Join(dir, kind, "*.sql"))
 		if err != nil {
 			return nil, err
@@ -160,29 +163,62 @@ func sqlBodied(text string) bool {
 }
 
 // previous returns the object's text in the latest migration that holds it:
-// from its "-- name:" opening comment to the next object's, or "".
+// from its "-- name:" opening comment to the next object's, or "". A trigger
+// and its function often share a name, so the text must create the same
+// kind of object.
 func previous(ups []string, o object) string {
 	head := regexp.MustCompile(`(?m)^-- ` + regexp.QuoteMeta(o.name) + `: `)
-	next := regexp.MustCompile(`(?m)^\n-- [a-z0-9_]+: |^-- (Functions|Views|Triggers) \(`)
+	next := regexp.MustCompile(`(?m)^\n-- ([a-z0-9_]+: |[A-Z])`)
+	creates := map[string]string{"functions": "FUNCTION", "private": "FUNCTION", "views": "VIEW", "triggers": "TRIGGER"}[o.kind]
 	for i := len(ups) - 1; i >= 0; i-- {
-		loc := head.FindStringIndex(ups[i])
-		if loc == nil {
-			continue
+		for _, loc := range head.FindAllStringIndex(ups[i], -1) {
+			rest := ups[i][loc[0]:]
+			if end := next.FindStringIndex(rest[1:]); end != nil {
+				rest = rest[:end[0]+1]
+			}
+			if strings.Contains(rest, "CREATE OR REPLACE "+creates+" ") {
+				return strings.TrimSpace(rest)
+			}
 		}
-		rest := ups[i][loc[0]:]
-		if end := next.FindStringIndex(rest[1:]); end != nil {
-			rest = rest[:end[0]+1]
-		}
-		return strings.TrimSpace(rest)
 	}
 	return ""
 }
+
+// ownerPreamble makes a migration act as the owner role convo_owner (see
+// sql/0003_trust.up.sql), so that what it creates belongs to that role.
+const ownerPreamble = `-- Act as the owner role: a migrating role that is not a superuser becomes
+-- a member for this transaction only (it needs CREATEROLE for that).
+DO $$
+BEGIN
+    IF NOT pg_has_role(current_user, 'convo_owner', 'MEMBER') THEN
+        EXECUTE format('GRANT convo_owner TO %I', current_user);
+        PERFORM set_config('pgconvo.revoke_owner_after_migration', current_user, true);
+    END IF;
+END;
+$$;
+SELECT set_config('role', 'convo_owner', true);
+`
+
+// ownerPostamble returns to the migrating role and gives back a membership
+// the preamble took.
+const ownerPostamble = `-- Back to the migrating role; give back a membership taken above.
+SELECT set_config('role', 'none', true);
+DO $$
+BEGIN
+    IF coalesce(current_setting('pgconvo.revoke_owner_after_migration', true), '') <> '' THEN
+        EXECUTE format('REVOKE convo_owner FROM %I', current_setting('pgconvo.revoke_owner_after_migration'));
+    END IF;
+END;
+$$;
+`
 
 // drop returns the statement that removes a new object.
 func drop(o object) string {
 	switch o.kind {
 	case "functions":
 		return "DROP FUNCTION convo." + o.name + ";"
+	case "private":
+		return "DROP FUNCTION convo_private." + o.name + ";"
 	case "views":
 		return "DROP VIEW convo." + o.name + ";"
 	}

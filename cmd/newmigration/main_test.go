@@ -34,12 +34,14 @@ func TestEveryObjectFileIsInAMigration(t *testing.T) {
 
 // TestPlanOrdersAndReverses: a changed PL/pgSQL function, a new SQL-bodied
 // function, a new view and a new trigger come out in creation order; the down
-// restores the previous text and drops the new ones in reverse.
+// restores the previous text in the same order, then drops the new ones in
+// reverse.
 func TestPlanOrdersAndReverses(t *testing.T) {
 	old := "-- Functions (current text...).\n\n-- f: old why.\nCREATE OR REPLACE FUNCTION convo.f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;\n\n-- g: other.\nSELECT 1;\n"
 	objects := []object{
 		{"functions", "f", "-- f: new why.\nCREATE OR REPLACE FUNCTION convo.f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 2; END $$;\n"},
 		{"functions", "h", "-- h: new.\nCREATE OR REPLACE FUNCTION convo.h()\nRETURNS int\nLANGUAGE sql\nRETURN 1;\n"},
+		{"private", "p", "-- p: new.\nCREATE OR REPLACE FUNCTION convo_private.p()\nRETURNS int\nLANGUAGE plpgsql AS $$ BEGIN RETURN 3; END $$;\n"},
 		{"triggers", "t", "-- t: new.\nCREATE OR REPLACE TRIGGER t AFTER INSERT ON convo.messages FOR EACH ROW EXECUTE FUNCTION convo.x();\n"},
 		{"views", "v", "-- v: new.\nCREATE OR REPLACE VIEW convo.v AS SELECT 1;\n"},
 		{"functions", "g", "-- g: other.\nSELECT 1;\n"},
@@ -49,14 +51,15 @@ func TestPlanOrdersAndReverses(t *testing.T) {
 	for _, u := range up {
 		names = append(names, strings.SplitN(strings.TrimPrefix(u, "-- "), ":", 2)[0])
 	}
-	if got := strings.Join(names, ","); got != "f,h,v,t" {
-		t.Fatalf("up order = %s, want f,h,v,t", got)
+	if got := strings.Join(names, ","); got != "f,p,h,v,t" {
+		t.Fatalf("up order = %s, want f,p,h,v,t", got)
 	}
 	want := []string{
+		"-- f: old why.\nCREATE OR REPLACE FUNCTION convo.f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;",
 		"DROP TRIGGER t ON convo.messages;",
 		"DROP VIEW convo.v;",
 		"DROP FUNCTION convo.h;",
-		"-- f: old why.\nCREATE OR REPLACE FUNCTION convo.f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;",
+		"DROP FUNCTION convo_private.p;",
 	}
 	if strings.Join(down, "\n|\n") != strings.Join(want, "\n|\n") {
 		t.Fatalf("down =\n%s\nwant\n%s", strings.Join(down, "\n|\n"), strings.Join(want, "\n|\n"))

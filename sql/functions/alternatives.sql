@@ -6,11 +6,12 @@ RETURNS TABLE (message_id uuid, branch_reason text, created_at timestamptz, on_h
                latest_leaf_id uuid)
 LANGUAGE plpgsql
 STABLE
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_head    uuid := (convo.conversation_ref(p_conversation_id)).head_message_id;
-    v_message convo.messages := convo.message_ref(p_conversation_id, p_message_id);
+    v_head    uuid := (convo_private.conversation_ref(p_conversation_id)).head_message_id;
+    v_message convo.messages := convo_private.message_ref(p_conversation_id, p_message_id);
 BEGIN
     RETURN QUERY
     WITH RECURSIVE siblings AS (
@@ -26,7 +27,7 @@ BEGIN
           JOIN convo.messages c ON c.conversation_id = p_conversation_id AND c.parent_id = b.id
     )
     SELECT s.id, s.branch_reason, s.created_at,
-           convo.is_on_path(p_conversation_id, s.id, v_head),
+           convo_private.is_on_path(p_conversation_id, s.id, v_head),
            (SELECT b.id FROM below b
              WHERE b.sibling_id = s.id
                AND NOT EXISTS (SELECT 1 FROM convo.messages c

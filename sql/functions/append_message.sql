@@ -10,23 +10,24 @@ CREATE OR REPLACE FUNCTION convo.append_message(
     p_moved_by        text DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_head uuid := convo.lock_conversation(p_conversation_id);
+    v_head uuid := convo_private.lock_conversation(p_conversation_id);
     v_id   uuid := coalesce(p_message_id, gen_random_uuid());
 BEGIN
     IF p_role IS NULL OR p_parts IS NULL THEN
         RAISE EXCEPTION 'p_role and p_parts are required' USING ERRCODE = 'CV011',
             DETAIL = format('conversation %s', p_conversation_id);
     END IF;
-    IF convo.is_retry(p_conversation_id, p_message_id, p_role, p_parts, NULL, false) THEN
+    IF convo_private.is_retry(p_conversation_id, p_message_id, p_role, p_parts, NULL, false) THEN
         RETURN p_message_id;
     END IF;
-    PERFORM convo.check_expected_head(p_conversation_id, p_expected_head, v_head);
+    PERFORM convo_private.check_expected_head(p_conversation_id, p_expected_head, v_head);
     INSERT INTO convo.messages (conversation_id, id, parent_id, role, parts)
     VALUES (p_conversation_id, v_id, v_head, p_role, p_parts);
-    PERFORM convo.move_head_to(p_conversation_id, v_id, 'append', p_moved_by);
+    PERFORM convo_private.move_head_to(p_conversation_id, v_id, 'append', p_moved_by);
     RETURN v_id;
 END;
 $$;

@@ -4,10 +4,11 @@
 CREATE OR REPLACE FUNCTION convo.apply_receipt(p_receipt_id uuid, p_result_ref text, p_http_status int DEFAULT 201)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_receipt convo.tool_receipts := convo.receipt_ref(p_receipt_id);
+    v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
 BEGIN
     IF p_result_ref IS NULL OR p_result_ref = '' OR p_http_status IS NULL OR p_http_status NOT BETWEEN 200 AND 299 THEN
         RAISE EXCEPTION 'p_result_ref and a 2xx p_http_status are required'

@@ -6,7 +6,8 @@ CREATE OR REPLACE FUNCTION convo.args_errors(p_schema jsonb, p_value jsonb, p_pa
 RETURNS text[]
 LANGUAGE plpgsql
 IMMUTABLE
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_errors text[] := '{}';
@@ -70,14 +71,14 @@ BEGIN
     ELSIF v_type = 'object' THEN
         FOR v_key IN SELECT jsonb_array_elements_text(p_schema -> 'required') LOOP
             IF NOT p_value ? v_key THEN
-                v_errors := v_errors || format('%s: required', convo.json_path(p_path, v_key));
+                v_errors := v_errors || format('%s: required', convo_private.json_path(p_path, v_key));
             END IF;
         END LOOP;
         FOR v_key, v_sub IN SELECT * FROM jsonb_each(p_value) LOOP
             IF p_schema -> 'properties' ? v_key THEN
-                v_errors := v_errors || convo.args_errors(p_schema -> 'properties' -> v_key, v_sub, convo.json_path(p_path, v_key));
+                v_errors := v_errors || convo.args_errors(p_schema -> 'properties' -> v_key, v_sub, convo_private.json_path(p_path, v_key));
             ELSIF p_schema -> 'additionalProperties' = 'false' THEN
-                v_errors := v_errors || format('%s: additionalProperties: not allowed', convo.json_path(p_path, v_key));
+                v_errors := v_errors || format('%s: additionalProperties: not allowed', convo_private.json_path(p_path, v_key));
             END IF;
         END LOOP;
     END IF;

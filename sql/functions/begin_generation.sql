@@ -10,10 +10,11 @@ CREATE OR REPLACE FUNCTION convo.begin_generation(
     p_generation_id     uuid DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_head     uuid := convo.lock_conversation(p_conversation_id);
+    v_head     uuid := convo_private.lock_conversation(p_conversation_id);
     v_id       uuid := coalesce(p_generation_id, gen_random_uuid());
     v_existing convo.generations;
 BEGIN
@@ -30,8 +31,8 @@ BEGIN
         END IF;
         RETURN v_id;
     END IF;
-    PERFORM convo.message_ref(p_conversation_id, p_prompt_message_id);
-    PERFORM convo.check_size('p_params', p_params, convo.max_detail_bytes());
+    PERFORM convo_private.message_ref(p_conversation_id, p_prompt_message_id);
+    PERFORM convo_private.check_size('p_params', p_params, convo.max_detail_bytes());
     IF length(p_request_digest) > convo.max_ref_length() THEN
         RAISE EXCEPTION 'p_request_digest is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
     END IF;

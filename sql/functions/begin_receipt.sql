@@ -1,7 +1,8 @@
 -- begin_receipt: the receipt row first, in pending, before the model fills
 -- any argument: one allowlisted tool, its version frozen here. A repeat with
 -- the same owner and key returns the first row (created = false); the same
--- key with another tool or request raises CV009.
+-- key with another tool or request raises CV009. A convo_app session files
+-- receipts only for the owner it set (CV011 otherwise).
 CREATE OR REPLACE FUNCTION convo.begin_receipt(
     p_owner_id        text,
     p_idempotency_key text,
@@ -9,7 +10,8 @@ CREATE OR REPLACE FUNCTION convo.begin_receipt(
     p_request         jsonb DEFAULT '{}')
 RETURNS TABLE (receipt_id uuid, status text, http_status int, error_code text, result_ref text, created boolean)
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_tool    convo.tools;
@@ -19,17 +21,24 @@ BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' OR p_request IS NULL OR p_tool_name IS NULL THEN
         RAISE EXCEPTION 'p_owner_id, p_tool_name and p_request are required' USING ERRCODE = 'CV011';
     END IF;
+    IF NOT convo_private.writes_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'this session may not create receipts for owner %', p_owner_id
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
+                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
+                  HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
+    END IF;
     IF p_idempotency_key IS NULL OR length(p_idempotency_key) NOT BETWEEN 8 AND 255 THEN
         RAISE EXCEPTION 'an idempotency key is 8 to 255 characters'
             USING ERRCODE = 'CV011', DETAIL = format('key %s', coalesce(quote_literal(p_idempotency_key), 'NULL'));
     END IF;
-    PERFORM convo.check_size('p_request', p_request, convo.max_request_bytes());
+    PERFORM convo_private.check_size('p_request', p_request, convo.max_request_bytes());
     v_digest := encode(sha256(convert_to(p_request::text, 'UTF8')), 'hex');
 
     SELECT * INTO v_receipt FROM convo.tool_receipts r
      WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;
     IF NOT FOUND THEN
-        v_tool := convo.tool_ref(p_tool_name);
+        v_tool := convo_private.tool_ref(p_tool_name);
         INSERT INTO convo.tool_receipts (id, owner_id, idempotency_key, tool_name, tool_version, request, request_digest, deadline_at)
         VALUES (gen_random_uuid(), p_owner_id, p_idempotency_key, v_tool.name, v_tool.version, p_request, v_digest,
                 clock_timestamp() + v_tool.deadline)

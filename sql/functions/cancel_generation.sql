@@ -3,13 +3,14 @@
 CREATE OR REPLACE FUNCTION convo.cancel_generation(p_conversation_id uuid, p_generation_id uuid)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_generation convo.generations;
 BEGIN
-    PERFORM convo.lock_conversation(p_conversation_id);
-    v_generation := convo.generation_ref(p_conversation_id, p_generation_id);
+    PERFORM convo_private.lock_conversation(p_conversation_id);
+    v_generation := convo_private.generation_ref(p_conversation_id, p_generation_id);
     IF v_generation.state = 'cancelled' THEN
         RETURN;
     END IF;

@@ -8,13 +8,14 @@ CREATE OR REPLACE FUNCTION convo.compensate_effect(
     p_evidence        jsonb DEFAULT '{}')
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_effect convo.tool_effects;
 BEGIN
-    PERFORM convo.lock_conversation(p_conversation_id);
-    v_effect := convo.effect_ref(p_conversation_id, p_effect_id);
+    PERFORM convo_private.lock_conversation(p_conversation_id);
+    v_effect := convo_private.effect_ref(p_conversation_id, p_effect_id);
     IF p_compensated_by IS NULL OR p_compensated_by = '' OR p_evidence IS NULL THEN
         RAISE EXCEPTION 'p_compensated_by (the id of the answering movement) and p_evidence are required'
             USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
@@ -23,7 +24,7 @@ BEGIN
         RAISE EXCEPTION 'p_compensated_by is longer than % characters', convo.max_ref_length()
             USING ERRCODE = 'CV010', DETAIL = format('effect %s', p_effect_id);
     END IF;
-    PERFORM convo.check_size('evidence', p_evidence, convo.max_detail_bytes());
+    PERFORM convo_private.check_size('evidence', p_evidence, convo.max_detail_bytes());
     IF v_effect.state = 'compensated' AND v_effect.compensated_by = p_compensated_by THEN
         RETURN;
     END IF;
@@ -31,11 +32,11 @@ BEGIN
         RAISE EXCEPTION 'effect % is %: only an applied effect is compensated', p_effect_id, v_effect.state
             USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s, compensated_by %s', p_effect_id, v_effect.state, v_effect.compensated_by);
     END IF;
-    PERFORM convo.set_effect_context(session_user, p_evidence);
+    PERFORM convo_private.set_effect_context(session_user, p_evidence);
     UPDATE convo.tool_effects e
        SET state = 'compensated', compensated_by = p_compensated_by, compensated_at = clock_timestamp()
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;
-    PERFORM convo.set_effect_context(NULL, NULL);
+    PERFORM convo_private.set_effect_context(NULL, NULL);
 END;
 $$;
 

@@ -12,11 +12,12 @@ CREATE OR REPLACE FUNCTION convo.complete_generation(
     p_finish_reason   text DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_head       uuid := convo.lock_conversation(p_conversation_id);
-    v_generation convo.generations := convo.generation_ref(p_conversation_id, p_generation_id);
+    v_head       uuid := convo_private.lock_conversation(p_conversation_id);
+    v_generation convo.generations := convo_private.generation_ref(p_conversation_id, p_generation_id);
     v_message    uuid := gen_random_uuid();
     v_reason     text;
 BEGIN
@@ -34,7 +35,7 @@ BEGIN
         RAISE EXCEPTION 'generation % is %: only a streaming generation completes', p_generation_id, v_generation.state
             USING ERRCODE = 'CV006', DETAIL = format('generation %s, state %s', p_generation_id, v_generation.state);
     END IF;
-    PERFORM convo.check_size('p_usage', p_usage, convo.max_detail_bytes());
+    PERFORM convo_private.check_size('p_usage', p_usage, convo.max_detail_bytes());
     IF length(p_finish_reason) > convo.max_ref_length() THEN
         RAISE EXCEPTION 'p_finish_reason is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
     END IF;
@@ -53,7 +54,7 @@ BEGIN
     -- A head moved away and back again counts as unmoved: the user is looking
     -- at the prompt the answer is for.
     IF v_head IS NOT DISTINCT FROM v_generation.head_at_begin THEN
-        PERFORM convo.move_head_to(p_conversation_id, v_message,
+        PERFORM convo_private.move_head_to(p_conversation_id, v_message,
                                    CASE WHEN v_reason = 'regenerate' THEN 'regenerate' ELSE 'append' END, NULL);
     END IF;
     RETURN v_message;

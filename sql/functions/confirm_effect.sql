@@ -5,13 +5,14 @@
 CREATE OR REPLACE FUNCTION convo.confirm_effect(p_conversation_id uuid, p_effect_id uuid, p_confirmed_by text)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_effect convo.tool_effects;
 BEGIN
-    PERFORM convo.lock_conversation(p_conversation_id);
-    v_effect := convo.effect_ref(p_conversation_id, p_effect_id);
+    PERFORM convo_private.lock_conversation(p_conversation_id);
+    v_effect := convo_private.effect_ref(p_conversation_id, p_effect_id);
     IF p_confirmed_by IS NULL OR p_confirmed_by = '' THEN
         RAISE EXCEPTION 'p_confirmed_by is required' USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
     END IF;
@@ -22,7 +23,7 @@ BEGIN
         RAISE EXCEPTION 'effect % is %: only an effect awaiting confirmation is confirmed', p_effect_id, v_effect.state
             USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s, confirmed_by %s', p_effect_id, v_effect.state, v_effect.confirmed_by);
     END IF;
-    PERFORM convo.set_effect_context(p_confirmed_by, '{}');
+    PERFORM convo_private.set_effect_context(p_confirmed_by, '{}');
     UPDATE convo.tool_effects e
        SET state = 'pending',
            idempotency_key = 'rerun:' || e.id || ':of:' || e.repeats_effect_id,
@@ -31,7 +32,7 @@ BEGIN
            deadline_at = clock_timestamp() + (SELECT t.deadline FROM convo.tools t
                                                WHERE t.name = e.tool_name AND t.version = e.tool_version)
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;
-    PERFORM convo.set_effect_context(NULL, NULL);
+    PERFORM convo_private.set_effect_context(NULL, NULL);
 END;
 $$;
 

@@ -1,6 +1,7 @@
 -- create_conversation: a new conversation; with a system prompt, a root
 -- system message that becomes the head (head-log reason 'create').
 -- Retry-safe through p_conversation_id: the same call returns the same id.
+-- A convo_app session creates only for the owner it set (CV011 otherwise).
 CREATE OR REPLACE FUNCTION convo.create_conversation(
     p_owner_id        text,
     p_system_prompt   text DEFAULT NULL,
@@ -8,7 +9,8 @@ CREATE OR REPLACE FUNCTION convo.create_conversation(
     p_conversation_id uuid DEFAULT NULL)
 RETURNS uuid
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_id       uuid := coalesce(p_conversation_id, gen_random_uuid());
@@ -19,6 +21,13 @@ DECLARE
 BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' THEN
         RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011';
+    END IF;
+    IF NOT convo_private.writes_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'this session may not create conversations for owner %', p_owner_id
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
+                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
+                  HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
     END IF;
     IF p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
         RAISE EXCEPTION 'p_metadata must be a JSON object' USING ERRCODE = 'CV011';
@@ -33,8 +42,8 @@ BEGIN
     ON CONFLICT (id) DO NOTHING;
     IF NOT FOUND THEN
         -- A retry: the same owner, metadata and system prompt return the first result.
-        PERFORM convo.lock_conversation(v_id);
-        SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id;
+        -- Locked without lock_conversation's owner check: another owner's id is CV009, not CV002.
+        SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id FOR NO KEY UPDATE;
         IF v_existing.owner_id IS DISTINCT FROM p_owner_id
            OR v_existing.metadata IS DISTINCT FROM p_metadata
            OR (SELECT m.parts FROM convo.messages m
@@ -49,7 +58,7 @@ BEGIN
     IF p_system_prompt IS NOT NULL THEN
         v_root := gen_random_uuid();
         INSERT INTO convo.messages (conversation_id, id, role, parts) VALUES (v_id, v_root, 'system', v_parts);
-        PERFORM convo.move_head_to(v_id, v_root, 'create', NULL);
+        PERFORM convo_private.move_head_to(v_id, v_root, 'create', NULL);
     END IF;
     RETURN v_id;
 END;

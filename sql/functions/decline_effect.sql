@@ -4,13 +4,14 @@
 CREATE OR REPLACE FUNCTION convo.decline_effect(p_conversation_id uuid, p_effect_id uuid, p_declined_by text)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_effect convo.tool_effects;
 BEGIN
-    PERFORM convo.lock_conversation(p_conversation_id);
-    v_effect := convo.effect_ref(p_conversation_id, p_effect_id);
+    PERFORM convo_private.lock_conversation(p_conversation_id);
+    v_effect := convo_private.effect_ref(p_conversation_id, p_effect_id);
     IF p_declined_by IS NULL OR p_declined_by = '' THEN
         RAISE EXCEPTION 'p_declined_by is required' USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
     END IF;
@@ -24,11 +25,11 @@ BEGIN
         RAISE EXCEPTION 'effect % is %: only an effect awaiting confirmation is declined', p_effect_id, v_effect.state
             USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s', p_effect_id, v_effect.state);
     END IF;
-    PERFORM convo.set_effect_context(p_declined_by, '{}');
+    PERFORM convo_private.set_effect_context(p_declined_by, '{}');
     UPDATE convo.tool_effects e
        SET state = 'failed', error_code = 'declined', settled_at = clock_timestamp()
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;
-    PERFORM convo.set_effect_context(NULL, NULL);
+    PERFORM convo_private.set_effect_context(NULL, NULL);
 END;
 $$;
 

@@ -8,19 +8,20 @@ RETURNS TABLE (effect_id uuid, decision text, state text, idempotency_key text, 
                http_status int, error_code text)
 LANGUAGE plpgsql
 STABLE
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_tool_name text;
 BEGIN
-    PERFORM convo.conversation_ref(p_conversation_id);
+    PERFORM convo_private.conversation_ref(p_conversation_id);
     IF p_tool_call_id IS NULL THEN
         RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011';
     END IF;
     SELECT p.tool_name INTO v_tool_name FROM convo.message_parts p
      WHERE p.conversation_id = p_conversation_id AND p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id;
     IF NOT FOUND THEN
-        PERFORM convo.raise_not_found('tool call', p_tool_call_id, p_conversation_id,
+        PERFORM convo_private.raise_not_found('tool call', p_tool_call_id, p_conversation_id,
             (SELECT p.conversation_id FROM convo.message_parts p
               WHERE p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id LIMIT 1));
     END IF;

@@ -7,13 +7,14 @@ CREATE OR REPLACE FUNCTION convo.fail_generation(
     p_error           jsonb DEFAULT '{}')
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_generation convo.generations;
 BEGIN
-    PERFORM convo.lock_conversation(p_conversation_id);
-    v_generation := convo.generation_ref(p_conversation_id, p_generation_id);
+    PERFORM convo_private.lock_conversation(p_conversation_id);
+    v_generation := convo_private.generation_ref(p_conversation_id, p_generation_id);
     IF p_error_code IS NULL OR p_error_code = '' OR p_error IS NULL THEN
         RAISE EXCEPTION 'p_error_code and p_error are required' USING ERRCODE = 'CV011',
             DETAIL = format('generation %s', p_generation_id);
@@ -21,7 +22,7 @@ BEGIN
     IF length(p_error_code) > convo.max_ref_length() THEN
         RAISE EXCEPTION 'p_error_code is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
     END IF;
-    PERFORM convo.check_size('p_error', p_error, convo.max_detail_bytes());
+    PERFORM convo_private.check_size('p_error', p_error, convo.max_detail_bytes());
     IF v_generation.state = 'failed' AND v_generation.error_code = p_error_code AND v_generation.error = p_error THEN
         RETURN;
     END IF;

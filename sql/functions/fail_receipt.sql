@@ -4,10 +4,11 @@
 CREATE OR REPLACE FUNCTION convo.fail_receipt(p_receipt_id uuid, p_http_status int, p_error_code text)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_receipt convo.tool_receipts := convo.receipt_ref(p_receipt_id);
+    v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
 BEGIN
     IF p_error_code IS NULL OR p_error_code = '' OR p_http_status IS NULL OR p_http_status NOT BETWEEN 400 AND 599 THEN
         RAISE EXCEPTION 'p_error_code and a 4xx or 5xx p_http_status are required'

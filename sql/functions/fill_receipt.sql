@@ -6,18 +6,19 @@
 CREATE OR REPLACE FUNCTION convo.fill_receipt(p_receipt_id uuid, p_arguments jsonb, p_expected jsonb DEFAULT '{}')
 RETURNS TABLE (status text, http_status int, error_code text)
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_receipt convo.tool_receipts := convo.receipt_ref(p_receipt_id);
+    v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
     v_code    text;
 BEGIN
     IF p_arguments IS NULL OR p_expected IS NULL OR jsonb_typeof(p_expected) <> 'object' THEN
         RAISE EXCEPTION 'p_arguments and p_expected (a JSON object) are required'
             USING ERRCODE = 'CV011', DETAIL = format('receipt %s', p_receipt_id);
     END IF;
-    PERFORM convo.check_size('p_arguments', p_arguments, convo.max_request_bytes());
-    PERFORM convo.check_size('p_expected', p_expected, convo.max_request_bytes());
+    PERFORM convo_private.check_size('p_arguments', p_arguments, convo.max_request_bytes());
+    PERFORM convo_private.check_size('p_expected', p_expected, convo.max_request_bytes());
     IF v_receipt.arguments = p_arguments AND v_receipt.expected = p_expected THEN
         RETURN QUERY SELECT v_receipt.status, v_receipt.http_status, v_receipt.error_code;
         RETURN;
@@ -29,7 +30,7 @@ BEGIN
 
     v_code := CASE
         WHEN clock_timestamp() > v_receipt.deadline_at THEN 'deadline_exceeded'
-        ELSE convo.receipt_arguments_error(v_receipt.tool_name, v_receipt.tool_version, p_arguments, p_expected)
+        ELSE convo_private.receipt_arguments_error(v_receipt.tool_name, v_receipt.tool_version, p_arguments, p_expected)
     END;
     UPDATE convo.tool_receipts r
        SET arguments = p_arguments, expected = p_expected, arguments_valid = (v_code IS NULL),

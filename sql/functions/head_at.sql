@@ -4,10 +4,11 @@ CREATE OR REPLACE FUNCTION convo.head_at(p_conversation_id uuid, p_at timestampt
 RETURNS uuid
 LANGUAGE plpgsql
 STABLE
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM convo.conversation_ref(p_conversation_id);
+    PERFORM convo_private.conversation_ref(p_conversation_id);
     IF p_at IS NULL THEN
         RAISE EXCEPTION 'p_at is required' USING ERRCODE = 'CV011';
     END IF;

@@ -4,10 +4,11 @@ RETURNS TABLE (seq bigint, head_message_id uuid, previous_head_id uuid, moved_at
                moved_by text, reason text)
 LANGUAGE plpgsql
 STABLE
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM convo.conversation_ref(p_conversation_id);
+    PERFORM convo_private.conversation_ref(p_conversation_id);
     RETURN QUERY
     SELECT l.seq, l.head_message_id, l.previous_head_id, l.moved_at, l.moved_by, l.reason
       FROM convo.conversation_head_log l

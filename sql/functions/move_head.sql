@@ -9,7 +9,8 @@ CREATE OR REPLACE FUNCTION convo.move_head(
     p_moved_by        text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_head uuid;
@@ -19,10 +20,10 @@ BEGIN
             USING ERRCODE = 'CV011',
                   HINT = 'A reason is 1 to 63 characters of a-z, 0-9 and _, starting with a letter; create and direct_update are reserved.';
     END IF;
-    v_head := convo.lock_conversation(p_conversation_id);
-    PERFORM convo.message_ref(p_conversation_id, p_message_id);
-    PERFORM convo.check_expected_head(p_conversation_id, p_expected_head, v_head);
-    PERFORM convo.move_head_to(p_conversation_id, p_message_id, p_reason, p_moved_by);
+    v_head := convo_private.lock_conversation(p_conversation_id);
+    PERFORM convo_private.message_ref(p_conversation_id, p_message_id);
+    PERFORM convo_private.check_expected_head(p_conversation_id, p_expected_head, v_head);
+    PERFORM convo_private.move_head_to(p_conversation_id, p_message_id, p_reason, p_moved_by);
 END;
 $$;
 

@@ -5,12 +5,13 @@ RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts json
                branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
 LANGUAGE plpgsql
 STABLE
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN QUERY
-    SELECT * FROM convo.path_from(p_conversation_id,
-                                  (convo.conversation_ref(p_conversation_id)).head_message_id);
+    SELECT * FROM convo_private.path_from(p_conversation_id,
+                                  (convo_private.conversation_ref(p_conversation_id)).head_message_id);
 END;
 $$;
 

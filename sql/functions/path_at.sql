@@ -5,11 +5,12 @@ RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts json
                branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
 LANGUAGE plpgsql
 STABLE
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN QUERY
-    SELECT * FROM convo.path_from(p_conversation_id, convo.head_at(p_conversation_id, p_at));
+    SELECT * FROM convo_private.path_from(p_conversation_id, convo.head_at(p_conversation_id, p_at));
 END;
 $$;
 

@@ -9,8 +9,9 @@ CREATE OR REPLACE FUNCTION convo.regenerate(
     p_moved_by        text DEFAULT NULL)
 RETURNS uuid
 LANGUAGE sql
-SET search_path = pg_catalog, convo
-RETURN convo.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_head,
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+RETURN convo_private.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_head,
                          p_new_message_id, p_moved_by, 'assistant', 'regenerate');
 
 COMMENT ON FUNCTION convo.regenerate(uuid, uuid, jsonb, uuid, uuid, text) IS

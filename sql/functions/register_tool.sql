@@ -12,7 +12,8 @@ CREATE OR REPLACE FUNCTION convo.register_tool(
     p_currency_arg      text DEFAULT NULL)
 RETURNS int
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_latest convo.tools;
@@ -32,8 +33,8 @@ BEGIN
     IF p_deadline <= interval '0' THEN
         RAISE EXCEPTION 'the deadline must be positive' USING ERRCODE = 'CV011', DETAIL = format('tool %s, deadline %s', p_name, p_deadline);
     END IF;
-    PERFORM convo.check_size('the argument schema', p_args_schema, convo.max_request_bytes());
-    PERFORM convo.check_args_schema(p_args_schema);
+    PERFORM convo_private.check_size('the argument schema', p_args_schema, convo.max_request_bytes());
+    PERFORM convo_private.check_args_schema(p_args_schema);
     IF (p_amount_arg IS NOT NULL OR p_currency_arg IS NOT NULL) AND NOT p_effectful THEN
         RAISE EXCEPTION 'only an effectful tool has amount and currency arguments'
             USING ERRCODE = 'CV011', DETAIL = format('tool %s', p_name);

@@ -11,13 +11,14 @@ CREATE OR REPLACE FUNCTION convo.settle_effect(
     p_evidence        jsonb DEFAULT '{}')
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog, convo
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_effect convo.tool_effects;
 BEGIN
-    PERFORM convo.lock_conversation(p_conversation_id);
-    v_effect := convo.effect_ref(p_conversation_id, p_effect_id);
+    PERFORM convo_private.lock_conversation(p_conversation_id);
+    v_effect := convo_private.effect_ref(p_conversation_id, p_effect_id);
     IF p_state IS NULL OR p_state NOT IN ('applied', 'failed') THEN
         RAISE EXCEPTION 'an effect settles as applied or failed, not %', coalesce(quote_literal(p_state), 'NULL')
             USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
@@ -40,7 +41,7 @@ BEGIN
         RAISE EXCEPTION 'an external reference or error code is longer than % characters', convo.max_ref_length()
             USING ERRCODE = 'CV010', DETAIL = format('effect %s', p_effect_id);
     END IF;
-    PERFORM convo.check_size('evidence', p_evidence, convo.max_detail_bytes());
+    PERFORM convo_private.check_size('evidence', p_evidence, convo.max_detail_bytes());
 
     IF v_effect.state = p_state AND v_effect.external_ref IS NOT DISTINCT FROM p_external_ref
        AND v_effect.http_status IS NOT DISTINCT FROM p_http_status
@@ -51,12 +52,12 @@ BEGIN
         RAISE EXCEPTION 'effect % is %: only a pending effect settles', p_effect_id, v_effect.state
             USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s, asked %s', p_effect_id, v_effect.state, p_state);
     END IF;
-    PERFORM convo.set_effect_context(session_user, p_evidence);
+    PERFORM convo_private.set_effect_context(session_user, p_evidence);
     UPDATE convo.tool_effects e
        SET state = p_state, external_ref = p_external_ref, http_status = p_http_status,
            error_code = p_error_code, settled_at = clock_timestamp()
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;
-    PERFORM convo.set_effect_context(NULL, NULL);
+    PERFORM convo_private.set_effect_context(NULL, NULL);
 END;
 $$;
 

@@ -5,5 +5,5 @@ CREATE OR REPLACE TRIGGER conversations_head_log
     AFTER UPDATE ON convo.conversations
     FOR EACH ROW
     WHEN (OLD.head_message_id IS DISTINCT FROM NEW.head_message_id)
-    EXECUTE FUNCTION convo.log_head_move();
+    EXECUTE FUNCTION convo_private.log_head_move();
 ALTER TABLE convo.conversations ENABLE ALWAYS TRIGGER conversations_head_log;

@@ -4,5 +4,5 @@ CREATE OR REPLACE TRIGGER message_parts_record_tool_call
     AFTER INSERT ON convo.message_parts
     FOR EACH ROW
     WHEN (NEW.type = 'tool_use')
-    EXECUTE FUNCTION convo.record_tool_call();
+    EXECUTE FUNCTION convo_private.record_tool_call();
 ALTER TABLE convo.message_parts ENABLE ALWAYS TRIGGER message_parts_record_tool_call;

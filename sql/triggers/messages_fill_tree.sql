@@ -2,5 +2,5 @@
 -- computed from its parent on insert, whoever inserts it.
 CREATE OR REPLACE TRIGGER messages_fill_tree
     BEFORE INSERT ON convo.messages
-    FOR EACH ROW EXECUTE FUNCTION convo.messages_fill_tree();
+    FOR EACH ROW EXECUTE FUNCTION convo_private.messages_fill_tree();
 ALTER TABLE convo.messages ENABLE ALWAYS TRIGGER messages_fill_tree;

@@ -2,5 +2,5 @@
 -- statement that inserts the message.
 CREATE OR REPLACE TRIGGER messages_split_parts
     AFTER INSERT ON convo.messages
-    FOR EACH ROW EXECUTE FUNCTION convo.messages_split_parts();
+    FOR EACH ROW EXECUTE FUNCTION convo_private.messages_split_parts();
 ALTER TABLE convo.messages ENABLE ALWAYS TRIGGER messages_split_parts;

@@ -1,5 +1,6 @@
 -- stale_generations: generations still streaming after
--- generation_stale_after() (10 minutes): a worker died mid-stream.
+-- generation_stale_after() (10 minutes): a worker died mid-stream. Filtered
+-- by owner like orphaned_applied_effects.
 CREATE OR REPLACE VIEW convo.stale_generations AS
 SELECT g.conversation_id,
        g.id AS generation_id,
@@ -7,7 +8,10 @@ SELECT g.conversation_id,
        g.prompt_message_id,
        g.started_at
   FROM convo.generations g
+  JOIN convo.conversations c ON c.id = g.conversation_id
  WHERE g.state = 'streaming'
-   AND g.started_at < clock_timestamp() - convo.generation_stale_after();
+   AND g.started_at < clock_timestamp() - convo.generation_stale_after()
+   AND (c.owner_id = current_setting('convo.owner_id', true)
+        OR (SELECT pg_has_role(session_user, 'convo_reader', 'USAGE')));
 
 COMMENT ON VIEW convo.stale_generations IS 'Generations still streaming after generation_stale_after() (10 minutes).';

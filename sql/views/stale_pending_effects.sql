@@ -1,7 +1,8 @@
 -- stale_pending_effects: effects still pending or awaiting confirmation past
 -- their deadline, with the key a sweeper re-sends (or looks up) under. A
 -- pending effect is "unknown", never "not done": it is not failed
--- automatically, only settled on evidence.
+-- automatically, only settled on evidence. Filtered by owner like
+-- orphaned_applied_effects: the caller's, or every owner for convo_reader.
 CREATE OR REPLACE VIEW convo.stale_pending_effects AS
 SELECT e.conversation_id,
        e.id AS effect_id,
@@ -11,8 +12,11 @@ SELECT e.conversation_id,
        e.requested_at,
        e.deadline_at
   FROM convo.tool_effects e
+  JOIN convo.conversations c ON c.id = e.conversation_id
  WHERE e.state IN ('pending', 'awaiting_confirmation')
-   AND e.deadline_at < clock_timestamp();
+   AND e.deadline_at < clock_timestamp()
+   AND (c.owner_id = current_setting('convo.owner_id', true)
+        OR (SELECT pg_has_role(session_user, 'convo_reader', 'USAGE')));
 
 COMMENT ON VIEW convo.stale_pending_effects IS
     'Effects pending or awaiting confirmation past their deadline, with the key to re-send or look up under.';

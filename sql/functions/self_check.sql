@@ -1,0 +1,163 @@
+-- self_check: every invariant a DBA can verify on a live database, one row
+-- per check, ok or not with the offenders (the first 10) in detail. It reads
+-- every row of the package once per check: run it from a maintenance job or
+-- `migrate verify`, not from a request.
+CREATE OR REPLACE FUNCTION convo.self_check()
+RETURNS TABLE (check_name text, ok boolean, detail text)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_bad text[];
+BEGIN
+    -- Triggers: each of the package's present and ENABLE ALWAYS (so neither
+    -- session_replication_role nor a plain ENABLE skips it), by what it guards.
+    FOR check_name, v_bad IN
+        SELECT g.guards, array_agg(g.table_name || '.' || g.trigger_name || ' '
+                                   || CASE WHEN tg.oid IS NULL THEN 'missing' ELSE 'enabled=' || tg.tgenabled::text END
+                                   ORDER BY g.table_name, g.trigger_name)
+                             FILTER (WHERE tg.oid IS NULL OR tg.tgenabled <> 'A')
+          FROM convo_private.package_triggers() g
+          LEFT JOIN pg_trigger tg ON tg.tgname = g.trigger_name
+               AND tg.tgrelid = to_regclass('convo.' || g.table_name)
+         GROUP BY g.guards
+    LOOP
+        check_name := CASE check_name WHEN 'append_only' THEN 'append_only_triggers'
+                                      WHEN 'head_log' THEN 'head_log_trigger' ELSE 'rule_triggers' END;
+        ok := v_bad IS NULL;
+        detail := coalesce(array_to_string(v_bad[1:10], '; '), 'all present, enabled always');
+        RETURN NEXT;
+    END LOOP;
+
+    -- No trigger of anyone else's on the package's tables: with TRIGGER
+    -- privilege a role could rewrite rows on their way in.
+    SELECT array_agg(c.relname || '.' || tg.tgname ORDER BY c.relname, tg.tgname) INTO v_bad
+      FROM pg_trigger tg
+      JOIN pg_class c ON c.oid = tg.tgrelid
+     WHERE c.relnamespace = 'convo'::regnamespace AND NOT tg.tgisinternal
+       AND NOT EXISTS (SELECT 1 FROM convo_private.package_triggers() g
+                        WHERE g.table_name = c.relname AND g.trigger_name = tg.tgname);
+    RETURN QUERY SELECT 'no_foreign_triggers', v_bad IS NULL,
+                        coalesce(array_to_string(v_bad[1:10], '; '), 'none');
+
+    -- Every head equals its last head-log row, and each log row starts where
+    -- the one before it ended.
+    SELECT array_agg(x.id ORDER BY x.id) INTO v_bad FROM (
+        SELECT 'conversation ' || c.id || ' head ' || coalesce(c.head_message_id::text, 'none')
+               || ', last logged ' || coalesce(last.head_message_id::text, 'none') AS id
+          FROM convo.conversations c
+          LEFT JOIN LATERAL (SELECT l.head_message_id FROM convo.conversation_head_log l
+                              WHERE l.conversation_id = c.id ORDER BY l.seq DESC LIMIT 1) last ON true
+         WHERE c.head_message_id IS DISTINCT FROM last.head_message_id
+        UNION ALL
+        SELECT 'conversation ' || l.conversation_id || ' log seq ' || l.seq || ' does not start where seq '
+               || l.prev_seq || ' ended'
+          FROM (SELECT l.*, lag(l.head_message_id) OVER w AS prev_head, lag(l.seq) OVER w AS prev_seq
+                  FROM convo.conversation_head_log l
+                WINDOW w AS (PARTITION BY l.conversation_id ORDER BY l.seq)) l
+         WHERE l.previous_head_id IS DISTINCT FROM l.prev_head) x;
+    RETURN QUERY SELECT 'heads_match_log', v_bad IS NULL,
+                        coalesce(array_to_string(v_bad[1:10], '; '), 'every head is its last logged move');
+
+    -- Every effect was created by exactly one call (execute, confirm or
+    -- rejected) and every link names a tool_use of the effect's tool.
+    SELECT array_agg(x.id ORDER BY x.id) INTO v_bad FROM (
+        SELECT 'effect ' || e.id || ' has ' || count(l.tool_call_id) FILTER (WHERE l.decision <> 'reuse')
+               || ' creating calls' AS id
+          FROM convo.tool_effects e
+          LEFT JOIN convo.tool_effect_calls l ON l.conversation_id = e.conversation_id AND l.effect_id = e.id
+         GROUP BY e.conversation_id, e.id
+        HAVING count(l.tool_call_id) FILTER (WHERE l.decision <> 'reuse') <> 1
+        UNION ALL
+        SELECT 'call ' || l.tool_call_id || ' of conversation ' || l.conversation_id || ' links a part that is not its tool_use'
+          FROM convo.tool_effect_calls l
+          JOIN convo.message_parts p
+            ON p.conversation_id = l.conversation_id AND p.message_id = l.message_id AND p.ordinal = l.ordinal
+          LEFT JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+         WHERE p.type <> 'tool_use' OR p.tool_call_id <> l.tool_call_id
+            OR (e.id IS NOT NULL AND e.tool_name <> p.tool_name)) x;
+    RETURN QUERY SELECT 'effects_linked', v_bad IS NULL,
+                        coalesce(array_to_string(v_bad[1:10], '; '), 'every effect and link is consistent');
+
+    -- Every effect's events form one chain from 'requested' to its state, and
+    -- every CHECK that ties a state to its columns is in force (validated).
+    SELECT array_agg(x.id ORDER BY x.id) INTO v_bad FROM (
+        SELECT 'effect ' || e.id || ' is ' || e.state || ', its events end at '
+               || coalesce(last.to_state, 'nothing') AS id
+          FROM convo.tool_effects e
+          LEFT JOIN LATERAL (SELECT ev.to_state FROM convo.tool_effect_events ev
+                              WHERE ev.conversation_id = e.conversation_id AND ev.effect_id = e.id
+                              ORDER BY ev.seq DESC LIMIT 1) last ON true
+         WHERE last.to_state IS DISTINCT FROM e.state
+        UNION ALL
+        SELECT 'effect ' || ev.effect_id || ' event ' || ev.seq || ' starts from ' || ev.from_state
+          FROM (SELECT ev.*, lag(ev.to_state, 1, 'requested') OVER (PARTITION BY ev.conversation_id, ev.effect_id
+                                                                   ORDER BY ev.seq) AS prev_state
+                  FROM convo.tool_effect_events ev) ev
+         WHERE ev.from_state <> ev.prev_state
+        UNION ALL
+        SELECT 'constraint ' || con.conname || ' is not validated'
+          FROM pg_constraint con
+         WHERE con.connamespace = 'convo'::regnamespace AND NOT con.convalidated) x;
+    RETURN QUERY SELECT 'effect_states_consistent', v_bad IS NULL,
+                        coalesce(array_to_string(v_bad[1:10], '; '), 'every state matches its event chain');
+
+    -- Row-level security on every owner-scoped table. It is enabled, not
+    -- forced: the API functions run as the owner role and check the owner
+    -- once per call (sees_owner, writes_owner), which keeps the path at the
+    -- cost of a flat read; any other role is bound by the policies.
+    SELECT array_agg(t.name ORDER BY t.name) INTO v_bad
+      FROM unnest(ARRAY['conversations', 'messages', 'message_parts', 'conversation_head_log', 'generations',
+                        'tool_effects', 'tool_effect_calls', 'tool_effect_events', 'tool_receipts']) AS t (name)
+      LEFT JOIN pg_class c ON c.oid = to_regclass('convo.' || t.name)
+     WHERE c.relrowsecurity IS NOT TRUE;
+    RETURN QUERY SELECT 'row_level_security', v_bad IS NULL,
+                        coalesce('not enabled on ' || array_to_string(v_bad, ', '),
+                                 'enabled on every owner-scoped table');
+
+    -- Privileges exactly as documented: nothing for PUBLIC, nothing on a table
+    -- for convo_app, nothing at all on convo_private.
+    SELECT array_agg(x.d ORDER BY x.d) INTO v_bad FROM (
+        (SELECT 'extra: ' || g.privilege || ' on ' || g.object_name || ' to ' || g.grantee AS d
+           FROM (SELECT * FROM convo_private.granted_privileges()
+                 EXCEPT SELECT * FROM convo_private.documented_grants()) g)
+        UNION ALL
+        (SELECT 'missing: ' || g.privilege || ' on ' || g.object_name || ' to ' || g.grantee
+           FROM (SELECT * FROM convo_private.documented_grants()
+                 EXCEPT SELECT * FROM convo_private.granted_privileges()) g)) x;
+    RETURN QUERY SELECT 'privileges', v_bad IS NULL,
+                        coalesce(array_to_string(v_bad[1:10], '; '), 'exactly as documented');
+
+    -- Every object belongs to convo_owner, which cannot log in, is no
+    -- superuser, and has no member that can.
+    SELECT array_agg(x.d ORDER BY x.d) INTO v_bad FROM (
+        SELECT 'schema ' || n.nspname || ' owned by ' || pg_get_userbyid(n.nspowner) AS d
+          FROM pg_namespace n
+         WHERE n.nspname IN ('convo', 'convo_private') AND pg_get_userbyid(n.nspowner) <> 'convo_owner'
+        UNION ALL
+        SELECT 'relation ' || c.oid::regclass || ' owned by ' || pg_get_userbyid(c.relowner)
+          FROM pg_class c
+         WHERE c.relnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+           AND pg_get_userbyid(c.relowner) <> 'convo_owner'
+        UNION ALL
+        SELECT 'function ' || p.oid::regprocedure || ' owned by ' || pg_get_userbyid(p.proowner)
+          FROM pg_proc p
+         WHERE p.pronamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+           AND pg_get_userbyid(p.proowner) <> 'convo_owner'
+        UNION ALL
+        SELECT 'role convo_owner can log in or is a superuser'
+          FROM pg_roles r WHERE r.rolname = 'convo_owner' AND (r.rolcanlogin OR r.rolsuper)
+        UNION ALL
+        SELECT 'login role ' || r.rolname || ' is a member of convo_owner'
+          FROM pg_roles r
+         WHERE r.rolcanlogin AND r.rolname <> 'convo_owner' AND NOT r.rolsuper
+           AND pg_has_role(r.oid, 'convo_owner', 'MEMBER')) x;
+    RETURN QUERY SELECT 'ownership', v_bad IS NULL,
+                        coalesce(array_to_string(v_bad[1:10], '; '), 'every object owned by convo_owner, which no login role can become');
+END;
+$$;
+
+COMMENT ON FUNCTION convo.self_check() IS
+    'Every invariant a DBA can verify on a live database: one row per check, ok, and the offenders in detail.';

@@ -1,0 +1,45 @@
+-- messages_fill_tree: checks a new message's role and parts and computes its
+-- place in the tree (depth, sibling_index, branch_id, created_at) from its
+-- parent, whoever inserts it, under the conversation's row lock so that
+-- concurrent writers serialize.
+CREATE OR REPLACE FUNCTION convo_private.messages_fill_tree()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_parent convo.messages;
+BEGIN
+    PERFORM convo_private.lock_conversation(NEW.conversation_id);
+    IF NEW.role IS NULL OR NEW.role NOT IN ('system', 'user', 'assistant', 'tool') THEN
+        RAISE EXCEPTION 'unknown role %', coalesce(quote_literal(NEW.role), 'NULL')
+            USING ERRCODE = 'CV011', HINT = 'Roles are system, user, assistant and tool.';
+    END IF;
+    PERFORM convo_private.check_parts(NEW.parts);
+    IF NEW.parent_id IS NULL THEN
+        NEW.depth := 0;
+        SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
+          FROM convo.messages m
+         WHERE m.conversation_id = NEW.conversation_id AND m.parent_id IS NULL;
+        NEW.branch_id := NEW.id;
+    ELSE
+        v_parent := convo_private.message_ref(NEW.conversation_id, NEW.parent_id);
+        NEW.depth := v_parent.depth + 1;
+        SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
+          FROM convo.messages m
+         WHERE m.conversation_id = NEW.conversation_id AND m.parent_id = NEW.parent_id;
+        NEW.branch_id := CASE WHEN NEW.sibling_index = 1 THEN v_parent.branch_id ELSE NEW.id END;
+    END IF;
+    IF NEW.sibling_index = 1 AND NEW.branch_reason IS NOT NULL THEN
+        RAISE EXCEPTION 'a first child has no branch_reason'
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('message %s, parent %s, branch_reason %s', NEW.id, NEW.parent_id, NEW.branch_reason);
+    END IF;
+    IF NEW.sibling_index > 1 AND NEW.branch_reason IS NULL THEN
+        NEW.branch_reason := 'branch';
+    END IF;
+    NEW.created_at := clock_timestamp();
+    RETURN NEW;
+END;
+$$;

@@ -1,0 +1,40 @@
+-- package_triggers: every trigger pgconvo puts on its tables, by what it
+-- guards: append_only (refuse_change, refuse_forgery), head_log (the head
+-- log's writer and the guard that names direct updates) and rule (the tree,
+-- the state machines, the ledger). self_check requires each present and
+-- ENABLE ALWAYS, and no other trigger on the package's tables.
+CREATE OR REPLACE FUNCTION convo_private.package_triggers()
+RETURNS TABLE (table_name text, trigger_name text, guards text)
+LANGUAGE sql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT t.table_name, t.trigger_name, t.guards
+      FROM (VALUES
+        ('conversation_head_log', 'conversation_head_log_append_only', 'append_only'),
+        ('conversation_head_log', 'conversation_head_log_no_forgery', 'append_only'),
+        ('conversations', 'conversations_no_delete', 'append_only'),
+        ('effect_transitions', 'effect_transitions_fixed', 'append_only'),
+        ('generations', 'generations_no_delete', 'append_only'),
+        ('message_parts', 'message_parts_append_only', 'append_only'),
+        ('messages', 'messages_append_only', 'append_only'),
+        ('tool_effect_calls', 'tool_effect_calls_append_only', 'append_only'),
+        ('tool_effect_calls', 'tool_effect_calls_no_forgery', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_append_only', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_no_forgery', 'append_only'),
+        ('tool_effects', 'tool_effects_no_delete', 'append_only'),
+        ('tool_effects', 'tool_effects_no_forgery', 'append_only'),
+        ('tool_receipts', 'tool_receipts_no_delete', 'append_only'),
+        ('tool_receipts', 'tool_receipts_no_forgery', 'append_only'),
+        ('tools', 'tools_append_only', 'append_only'),
+        ('conversations', 'conversations_guard', 'head_log'),
+        ('conversations', 'conversations_head_log', 'head_log'),
+        ('generations', 'generations_transition', 'rule'),
+        ('message_parts', 'message_parts_check', 'rule'),
+        ('message_parts', 'message_parts_record_tool_call', 'rule'),
+        ('messages', 'messages_fill_tree', 'rule'),
+        ('messages', 'messages_split_parts', 'rule'),
+        ('tool_effects', 'tool_effects_log', 'rule'),
+        ('tool_effects', 'tool_effects_transition', 'rule'),
+        ('tool_receipts', 'tool_receipts_transition', 'rule')) AS t (table_name, trigger_name, guards);
+END;

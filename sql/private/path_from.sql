@@ -1,0 +1,27 @@
+-- path_from: the path from the root to p_head_id, depth 0 first: one index
+-- range scan (branch_id, depth) per segment from path_segments, reading the
+-- stored parts of each message, so it costs close to reading a flat list.
+-- sibling_count comes from the few siblings after the first (messages_forks_idx).
+CREATE OR REPLACE FUNCTION convo_private.path_from(p_conversation_id uuid, p_head_id uuid)
+RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    WITH forks AS MATERIALIZED (
+        SELECT f.parent_id, max(f.sibling_index) AS sibling_count
+          FROM convo.messages f
+         WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
+         GROUP BY f.parent_id
+    )
+    SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
+           coalesce((SELECT f.sibling_count FROM forks f WHERE f.parent_id IS NOT DISTINCT FROM m.parent_id), 1)::int
+      FROM convo_private.path_segments(p_conversation_id, p_head_id) s
+      JOIN convo.messages m
+        ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth
+     ORDER BY m.depth;
+END;
+$$;

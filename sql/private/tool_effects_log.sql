@@ -1,0 +1,26 @@
+-- tool_effects_log: appends every transition of an effect (its creation
+-- from 'requested' included) to tool_effect_events, with the actor and
+-- evidence named by set_effect_context, or session_user and none. The
+-- settings are honoured only for pgconvo's own transitions (current_user
+-- convo_owner): any session can set them, so they never name who did a
+-- transition made by anyone else (a superuser's direct UPDATE).
+CREATE OR REPLACE FUNCTION convo_private.tool_effects_log()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.state = OLD.state THEN
+        RETURN NULL; -- no transition (tool_effects_transition let only an identical row through)
+    END IF;
+    INSERT INTO convo.tool_effect_events (conversation_id, effect_id, from_state, to_state, actor, evidence)
+    VALUES (NEW.conversation_id, NEW.id, CASE TG_OP WHEN 'INSERT' THEN 'requested' ELSE OLD.state END, NEW.state,
+            CASE WHEN current_user = 'convo_owner'
+                 THEN coalesce(nullif(current_setting('convo.effect_actor', true), ''), session_user)
+                 ELSE session_user END,
+            CASE WHEN current_user = 'convo_owner'
+                 THEN coalesce(nullif(current_setting('convo.effect_evidence', true), '')::jsonb, '{}')
+                 ELSE '{}' END);
+    RETURN NULL;
+END;
+$$;

@@ -8,8 +8,9 @@ import (
 )
 
 // TestDirectHeadUpdateIsLogged: an UPDATE of the head outside the API, by
-// the table owner, writes exactly one head-log row ('direct_update', moved
-// by session_user); an UPDATE that leaves the head where it is writes none.
+// a superuser or a role granted UPDATE (whatever settings it holds), writes
+// exactly one head-log row ('direct_update', moved by session_user); an
+// UPDATE that leaves the head where it is writes none.
 func TestDirectHeadUpdateIsLogged(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
@@ -20,7 +21,7 @@ func TestDirectHeadUpdateIsLogged(t *testing.T) {
 	other := createConversation(t, db, "owner-2", "You are verbose.")
 	session := queryRow[string](t, db, `SELECT session_user::text`)
 	requireEqual(t, "owner of convo.conversations", queryRow[string](t, db,
-		`SELECT tableowner::text FROM pg_tables WHERE schemaname = 'convo' AND tablename = 'conversations'`), session)
+		`SELECT tableowner::text FROM pg_tables WHERE schemaname = 'convo' AND tablename = 'conversations'`), "convo_owner")
 
 	logged := len(readHeadHistory(t, db, conv))
 	mustExec(t, db, `UPDATE convo.conversations SET head_message_id = $2 WHERE id = $1`, conv, u1)
@@ -30,6 +31,26 @@ func TestDirectHeadUpdateIsLogged(t *testing.T) {
 	requireEqual(t, "logged move", [4]string{last.PreviousHeadID, last.HeadMessageID, last.Reason, last.MovedBy},
 		[4]string{a1, u1, "direct_update", session})
 	requireHeadChain(t, moves)
+
+	t.Run("a granted role's UPDATE is direct_update whatever the session's settings say", func(t *testing.T) {
+		grantee := createGrantedRole(t, db)
+		conn := dedicatedConn(t, db)
+		for _, st := range []string{`SET ROLE ` + pgx.Identifier{grantee}.Sanitize(),
+			`SET convo.head_reason = 'create'`, `SET convo.head_moved_by = 'alice'`} {
+			if _, err := conn.Exec(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		logged := len(readHeadHistory(t, db, conv))
+		if _, err := conn.Exec(ctx, `UPDATE convo.conversations SET head_message_id = $2 WHERE id = $1`, conv, a1); err != nil {
+			t.Fatal(err)
+		}
+		moves := readHeadHistory(t, db, conv)
+		requireEqual(t, "rows added", len(moves)-logged, 1)
+		last := moves[len(moves)-1]
+		requireEqual(t, "logged move", [3]string{last.HeadMessageID, last.Reason, last.MovedBy}, [3]string{a1, "direct_update", session})
+		mustExec(t, db, `UPDATE convo.conversations SET head_message_id = $2 WHERE id = $1`, conv, u1)
+	})
 
 	t.Run("an UPDATE that keeps the head writes nothing", func(t *testing.T) {
 		before := snapshotCounts(t, db)
@@ -70,11 +91,10 @@ func TestDirectHeadUpdateIsLogged(t *testing.T) {
 
 // TestAppendOnlyTablesRefuseChanges: UPDATE, DELETE and TRUNCATE on
 // messages, message_parts and conversation_head_log raise CV005 (a plain
-// TRUNCATE of a table that foreign keys reference: 0A000) for the
-// owner (the superuser, in tests), for a non-superuser granted ALL on the
-// tables, and for a superuser session with session_replication_role =
-// replica (the triggers are ENABLE ALWAYS); DELETE and TRUNCATE on
-// conversations too.
+// TRUNCATE of a table that foreign keys reference: 0A000) for a
+// superuser, the owner role, a non-superuser granted ALL on the tables, and
+// a superuser session with session_replication_role = replica (the triggers
+// are ENABLE ALWAYS); DELETE and TRUNCATE on conversations too.
 // Each statement runs in autocommit, so a change the triggers let through
 // would stay; afterwards every row is as it was.
 func TestAppendOnlyTablesRefuseChanges(t *testing.T) {
@@ -84,9 +104,8 @@ func TestAppendOnlyTablesRefuseChanges(t *testing.T) {
 	s := buildStory(t, db)
 	editMsg(t, db, s.conv, s.u3, textParts("When does it arrive?"))
 	grantee := createGrantedRole(t, db)
-	session := queryRow[string](t, db, `SELECT session_user::text`)
 	requireCount(t, db, 4, `SELECT count(*) FROM pg_tables WHERE schemaname = 'convo'
-		AND tablename IN ('conversations', 'messages', 'message_parts', 'conversation_head_log') AND tableowner = $1`, session)
+		AND tablename IN ('conversations', 'messages', 'message_parts', 'conversation_head_log') AND tableowner = 'convo_owner'`)
 
 	tables := []string{"convo.conversations", "convo.messages", "convo.message_parts", "convo.conversation_head_log"}
 	before := map[string]map[string]rowVersion{}

@@ -293,7 +293,7 @@ func TestArgsErrorsSuite(t *testing.T) {
 	}
 	for _, g := range groups {
 		t.Run(g.Description, func(t *testing.T) {
-			if _, err := db.Exec(ctx, `SELECT convo.check_args_schema($1)`, string(g.Schema)); err != nil {
+			if _, err := db.Exec(ctx, `SELECT convo_private.check_args_schema($1)`, string(g.Schema)); err != nil {
 				t.Fatalf("check_args_schema refuses %s: %v", g.Schema, err)
 			}
 			for _, c := range g.Tests {

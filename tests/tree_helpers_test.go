@@ -429,13 +429,15 @@ func letters(n int) string {
 }
 
 // createGrantedRole creates a NOLOGIN, non-superuser role that owns nothing
-// but holds ALL on every table of convo, and drops it when the test ends.
+// but holds ALL on every table of convo (TRIGGER included) and BYPASSRLS:
+// the most a DBA can hand out short of superuser or the owner role. It is
+// dropped when the test ends.
 // Roles are cluster-wide, so the name is random.
 func createGrantedRole(t testing.TB, db *pgxpool.Pool) string {
 	t.Helper()
 	name := "convo_grantee_" + strings.ReplaceAll(newID()[:13], "-", "")
 	ident := pgx.Identifier{name}.Sanitize()
-	mustExec(t, db, fmt.Sprintf(`CREATE ROLE %s NOLOGIN NOSUPERUSER NOINHERIT`, ident))
+	mustExec(t, db, fmt.Sprintf(`CREATE ROLE %s NOLOGIN NOSUPERUSER NOINHERIT BYPASSRLS`, ident))
 	t.Cleanup(func() {
 		ctx := context.Background()
 		if _, err := db.Exec(ctx, `DROP OWNED BY `+ident); err != nil {
@@ -464,15 +466,20 @@ func dedicatedConn(t testing.TB, db *pgxpool.Pool) *pgx.Conn {
 }
 
 // asEachActor runs fn once on a dedicated connection for each session that
-// must be refused by the append-only and state-machine triggers: the table
-// owner (the superuser, in tests), a non-superuser granted ALL on the tables
-// who owns nothing, and the owner with session_replication_role = replica
-// (the triggers are ENABLE ALWAYS). Each setup is checked before fn runs.
+// must be refused by the append-only and state-machine triggers: a
+// superuser (the tests' own role), the owner role convo_owner that owns the
+// tables (SET ROLE from the superuser: no login role can become it), a
+// non-superuser granted ALL on the tables, with BYPASSRLS, who owns nothing,
+// and the superuser with session_replication_role = replica (the triggers
+// are ENABLE ALWAYS). Each setup is checked before fn runs.
 func asEachActor(t *testing.T, db *pgxpool.Pool, grantee string, fn func(t *testing.T, conn *pgx.Conn)) {
 	t.Helper()
 	ctx := context.Background()
 	actors := []struct{ name, setup, check string }{
-		{"owner", ``, `SELECT current_user = session_user AND rolsuper FROM pg_roles WHERE rolname = current_user`},
+		{"superuser", ``, `SELECT current_user = session_user AND rolsuper FROM pg_roles WHERE rolname = current_user`},
+		{"owner role", `SET ROLE convo_owner`, `SELECT current_user = 'convo_owner' AND NOT rolsuper AND EXISTS (
+			     SELECT FROM pg_tables WHERE schemaname = 'convo' AND tableowner = current_user)
+			   FROM pg_roles WHERE rolname = current_user`},
 		{"granted non-superuser", `SET ROLE ` + pgx.Identifier{grantee}.Sanitize(),
 			`SELECT NOT rolsuper AND current_user = '` + grantee + `' AND NOT EXISTS (
 			     SELECT FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user))

@@ -14,8 +14,10 @@ import (
 	"sort"
 
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // Registers the "pgx" database/sql driver.
 
 	pgconvosql "github.com/pgconvo/pgconvo/sql"
@@ -233,10 +235,31 @@ func (g *Migrator) run(ctx context.Context, what string, fn func() error) error 
 	if errors.As(err, &dirty) {
 		return fmt.Errorf("%s: %w", what, &DirtyError{Version: uint(dirty.Version)})
 	}
+	err = withPostgresError(err)
 	// A migration that failed part way leaves the database dirty: say so,
 	// with the way out, next to the SQL error.
 	if v, isDirty, verr := g.m.Version(); verr == nil && isDirty {
 		return fmt.Errorf("%s: %w\n%w", what, err, &DirtyError{Version: v})
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// withPostgresError rewrites a failed migration's error, which
+// golang-migrate wraps (without Unwrap) around the whole migration's text,
+// as PostgreSQL's error with its line, DETAIL and HINT: the hint often says
+// what to do (for example, which role to grant).
+func withPostgresError(err error) error {
+	var dbErr database.Error
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &dbErr) || !errors.As(dbErr.OrigErr, &pgErr) {
+		return err
+	}
+	out := fmt.Errorf("%s at line %d: %w", dbErr.Err, dbErr.Line, pgErr)
+	if pgErr.Detail != "" {
+		out = fmt.Errorf("%w\ndetail: %s", out, pgErr.Detail)
+	}
+	if pgErr.Hint != "" {
+		out = fmt.Errorf("%w\nhint: %s", out, pgErr.Hint)
+	}
+	return out
 }

@@ -26,6 +26,11 @@ BEGIN
     END IF;
     FOREACH v_role IN ARRAY v_missing LOOP
         EXECUTE format('CREATE ROLE %I NOLOGIN', v_role);
+        EXECUTE format('COMMENT ON ROLE %I IS %L', v_role, CASE v_role
+            WHEN 'convo_owner' THEN 'pgconvo: owns every object of the package; NOLOGIN, no login role is a member.'
+            WHEN 'convo_app' THEN 'pgconvo: the application: the API and views, for the owner set by SET LOCAL convo.owner_id.'
+            WHEN 'convo_reader' THEN 'pgconvo: reads every table and view across owners, and the read-only functions.'
+            ELSE 'pgconvo: the DBA: convo_app and convo_reader, plus tools, sweeps and erasure across owners.' END);
     END LOOP;
     IF NOT pg_has_role('convo_admin', 'convo_app', 'MEMBER') THEN
         GRANT convo_app TO convo_admin;
@@ -35,10 +40,7 @@ BEGIN
     END IF;
 END;
 $$;
-COMMENT ON ROLE convo_owner IS 'pgconvo: owns every object of the package; NOLOGIN, no login role is a member.';
-COMMENT ON ROLE convo_app IS 'pgconvo: the application: the API functions and views, for the owner set by SET LOCAL convo.owner_id.';
-COMMENT ON ROLE convo_reader IS 'pgconvo: reads every table and view across owners, and the read-only functions.';
-COMMENT ON ROLE convo_admin IS 'pgconvo: the DBA: convo_app and convo_reader, plus tools, sweeps and erasure across owners.';
+
 
 -- Act as the owner role. A migrating role that is not a superuser becomes a
 -- member for this transaction only (it needs CREATEROLE for that) and gives
@@ -2606,16 +2608,17 @@ BEGIN ATOMIC
 END;
 
 -- sees_owner: whether the caller may read an owner's rows. A convo_app
--- session sees only the owner named by SET LOCAL convo.owner_id (unset: no
--- one); a login member of convo_reader (or convo_admin, or a superuser) sees
--- every owner. The API functions run as the owner role, so they ask once per
--- call, about session_user: the login role that connected.
+-- session sees only the owner named by SET LOCAL convo.owner_id: unset
+-- (NULL in a session that never set it, '' after a SET LOCAL ended) it sees
+-- no one. A login member of convo_reader (or convo_admin, or a superuser)
+-- sees every owner. The API functions run as the owner role, so they ask
+-- once per call, about session_user: the login role that connected.
 CREATE OR REPLACE FUNCTION convo_private.sees_owner(p_owner_id text)
 RETURNS boolean
 LANGUAGE sql
 STABLE
 SET search_path = pg_catalog, pg_temp
-RETURN p_owner_id = current_setting('convo.owner_id', true)
+RETURN coalesce(p_owner_id = current_setting('convo.owner_id', true), false)
     OR pg_has_role(session_user, 'convo_reader', 'USAGE');
 
 -- set_effect_context: names the actor and evidence that tool_effects_log
@@ -2639,7 +2642,7 @@ RETURNS boolean
 LANGUAGE sql
 STABLE
 SET search_path = pg_catalog, pg_temp
-RETURN p_owner_id = current_setting('convo.owner_id', true)
+RETURN coalesce(p_owner_id = current_setting('convo.owner_id', true), false)
     OR pg_has_role(session_user, 'convo_admin', 'USAGE');
 
 -- orphaned_applied_effects: applied effects none of whose tool calls sits on

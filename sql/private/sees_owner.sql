@@ -1,12 +1,13 @@
 -- sees_owner: whether the caller may read an owner's rows. A convo_app
--- session sees only the owner named by SET LOCAL convo.owner_id (unset: no
--- one); a login member of convo_reader (or convo_admin, or a superuser) sees
--- every owner. The API functions run as the owner role, so they ask once per
--- call, about session_user: the login role that connected.
+-- session sees only the owner named by SET LOCAL convo.owner_id: unset
+-- (NULL in a session that never set it, '' after a SET LOCAL ended) it sees
+-- no one. A login member of convo_reader (or convo_admin, or a superuser)
+-- sees every owner. The API functions run as the owner role, so they ask
+-- once per call, about session_user: the login role that connected.
 CREATE OR REPLACE FUNCTION convo_private.sees_owner(p_owner_id text)
 RETURNS boolean
 LANGUAGE sql
 STABLE
 SET search_path = pg_catalog, pg_temp
-RETURN p_owner_id = current_setting('convo.owner_id', true)
+RETURN coalesce(p_owner_id = current_setting('convo.owner_id', true), false)
     OR pg_has_role(session_user, 'convo_reader', 'USAGE');

@@ -7,5 +7,5 @@ RETURNS boolean
 LANGUAGE sql
 STABLE
 SET search_path = pg_catalog, pg_temp
-RETURN p_owner_id = current_setting('convo.owner_id', true)
+RETURN coalesce(p_owner_id = current_setting('convo.owner_id', true), false)
     OR pg_has_role(session_user, 'convo_admin', 'USAGE');

@@ -2457,12 +2457,12 @@ COMMENT ON FUNCTION convo.regenerate(uuid, uuid, jsonb, uuid, uuid, text) IS
 
 -- documented_grants: every privilege pgconvo grants, as data (the README's
 -- "Security" section in rows): USAGE on schema convo for the three roles;
--- EXECUTE on every API function for convo_app but the DBA's (register_tool,
--- expire_receipts, self_check), on the read-only functions and self_check
--- for convo_reader, on the DBA's for convo_admin (a member of both); SELECT
--- on the views for convo_app, on every table and view for convo_reader.
--- Nothing for PUBLIC, nothing at all on convo_private. apply_grants makes the
--- catalog say exactly this; self_check compares the two.
+-- EXECUTE on the application's functions for convo_app, on the read-only
+-- ones and self_check for convo_reader, on the DBA's for convo_admin (a
+-- member of both); SELECT on the views for convo_app, on every table and
+-- view for convo_reader. Nothing for PUBLIC, nothing at all on
+-- convo_private. A function added later is nobody's until it is listed here.
+-- apply_grants makes the catalog say exactly this; self_check compares.
 CREATE OR REPLACE FUNCTION convo_private.documented_grants()
 RETURNS TABLE (object_kind text, object_name text, grantee text, privilege text)
 LANGUAGE sql
@@ -2474,7 +2474,16 @@ BEGIN ATOMIC
     UNION ALL
     SELECT 'FUNCTION', p.oid::regprocedure::text, g.grantee, 'EXECUTE'
       FROM pg_proc p
-      JOIN (VALUES ('convo_reader', ARRAY['path', 'path_at', 'head_at', 'head_history', 'alternatives',
+      JOIN (VALUES ('convo_app', ARRAY['create_conversation', 'append_message', 'edit_and_resend', 'regenerate',
+                                       'move_head', 'path', 'path_at', 'head_at', 'head_history', 'alternatives',
+                                       'begin_generation', 'complete_generation', 'fail_generation',
+                                       'cancel_generation', 'effect_for_call', 'settle_effect', 'compensate_effect',
+                                       'confirm_effect', 'decline_effect', 'begin_receipt', 'fill_receipt',
+                                       'apply_receipt', 'fail_receipt', 'args_errors', 'generation_stale_after',
+                                       'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',
+                                       'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
+                                       'max_ref_length']),
+                   ('convo_reader', ARRAY['path', 'path_at', 'head_at', 'head_history', 'alternatives',
                                           'effect_for_call', 'args_errors', 'generation_stale_after', 'self_check',
                                           'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',
                                           'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
@@ -2482,11 +2491,6 @@ BEGIN ATOMIC
                    ('convo_admin', ARRAY['register_tool', 'expire_receipts'])) AS g (grantee, names)
         ON p.proname = ANY (g.names)
      WHERE p.pronamespace = 'convo'::regnamespace
-    UNION ALL
-    SELECT 'FUNCTION', p.oid::regprocedure::text, 'convo_app', 'EXECUTE'
-      FROM pg_proc p
-     WHERE p.pronamespace = 'convo'::regnamespace
-       AND p.proname <> ALL (ARRAY['register_tool', 'expire_receipts', 'self_check'])
     UNION ALL
     SELECT 'TABLE', c.oid::regclass::text, r.grantee, 'SELECT'
       FROM pg_class c
@@ -2612,12 +2616,12 @@ END;
 -- (NULL in a session that never set it, '' after a SET LOCAL ended) it sees
 -- no one. A login member of convo_reader (or convo_admin, or a superuser)
 -- sees every owner. The API functions run as the owner role, so they ask
--- once per call, about session_user: the login role that connected.
+-- once per call, about session_user: the login role that connected. No SET
+-- clause: the body is bound when it is created, and the planner inlines it.
 CREATE OR REPLACE FUNCTION convo_private.sees_owner(p_owner_id text)
 RETURNS boolean
 LANGUAGE sql
 STABLE
-SET search_path = pg_catalog, pg_temp
 RETURN coalesce(p_owner_id = current_setting('convo.owner_id', true), false)
     OR pg_has_role(session_user, 'convo_reader', 'USAGE');
 
@@ -2641,7 +2645,6 @@ CREATE OR REPLACE FUNCTION convo_private.writes_owner(p_owner_id text)
 RETURNS boolean
 LANGUAGE sql
 STABLE
-SET search_path = pg_catalog, pg_temp
 RETURN coalesce(p_owner_id = current_setting('convo.owner_id', true), false)
     OR pg_has_role(session_user, 'convo_admin', 'USAGE');
 

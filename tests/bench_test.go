@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -18,7 +19,11 @@ import (
 //	go test ./tests -run '^$' -bench . -benchtime 2000x
 //
 // naive/flat is a recursive walk up parent_id, for comparison with the
-// branch-segment walk that convo.path_from does.
+// branch-segment walk that convo.path_from does. app-path/app-flat is the
+// read as the application runs it: a login member of convo_app, each read in
+// a transaction that first sets the owner (SET LOCAL), beside the same
+// transaction reading the flat list; the API function then also runs as the
+// owner role and checks the owner once.
 
 const benchSchema = `
 CREATE SCHEMA bench;
@@ -104,6 +109,30 @@ func timeQuery(b *testing.B, db *pgxpool.Pool, query string, args ...any) time.D
 	return time.Since(start)
 }
 
+// timeAsOwner runs query in a transaction that first sets the owner with
+// SET LOCAL, as an application does, and returns how long the whole
+// transaction took.
+func timeAsOwner(b *testing.B, db *pgxpool.Pool, owner, query string, args ...any) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('convo.owner_id', $1, true)`, owner); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
 func BenchmarkPathRead(b *testing.B) {
 	for _, shape := range []struct {
 		name                 string
@@ -119,16 +148,24 @@ func BenchmarkPathRead(b *testing.B) {
 				b.Fatal(err)
 			}
 			conv := benchConversation(b, db, shape.pathLen, shape.branchEvery)
+			web := loginAs(b, db, "convo_app")
+			if _, err := db.Exec(context.Background(), `GRANT USAGE ON SCHEMA bench TO convo_app;
+				GRANT SELECT ON bench.flat TO convo_app`); err != nil {
+				b.Fatal(err)
+			}
 			const flat = `SELECT seq, role, parts, created_at FROM bench.flat WHERE conversation_id = $1 ORDER BY seq`
 			const path = `SELECT * FROM convo.path($1)`
-			var tFlat, tPath, tNaive time.Duration
+			var tFlat, tPath, tNaive, tAppFlat, tAppPath time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				tFlat += timeQuery(b, db, flat, conv)
 				tPath += timeQuery(b, db, path, conv)
 				tNaive += timeQuery(b, db, naivePath, conv)
+				tAppFlat += timeAsOwner(b, web, "bench", flat, conv)
+				tAppPath += timeAsOwner(b, web, "bench", path, conv)
 			}
 			b.ReportMetric(float64(tPath)/float64(tFlat), "path/flat")
+			b.ReportMetric(float64(tAppPath)/float64(tAppFlat), "app-path/app-flat")
 			b.ReportMetric(float64(tNaive)/float64(tFlat), "naive/flat")
 			b.ReportMetric(float64(tPath.Microseconds())/float64(b.N), "path-µs/op")
 			b.ReportMetric(float64(tFlat.Microseconds())/float64(b.N), "flat-µs/op")

@@ -75,6 +75,36 @@ var boundaryChecks = map[uint]boundaryCheck{
 				AND tablename IN ('tools', 'tool_effects', 'tool_effect_calls', 'tool_effect_events', 'tool_receipts', 'generations')`)
 		},
 	},
+	// 0003 hands everything to the owner role and the machinery to
+	// convo_private: the data of 0002 comes through, readable by convo_app
+	// only for its owner; going down gives the objects back to the
+	// migrating role, in schema convo, executable by PUBLIC again.
+	3: {
+		before: func(t *testing.T, db *pgxpool.Pool) {
+			mustExec(t, db, `SELECT convo.create_conversation('owner-3', 'You sell credits.', '{}', 'c0000000-0000-4000-8000-0000000000f3')`)
+			mustExec(t, db, `SELECT convo.register_tool('buy', true, '{"type": "object"}')`)
+			mustExec(t, db, `SELECT convo.append_message('c0000000-0000-4000-8000-0000000000f3', 'assistant',
+				'[{"type":"tool_use","id":"toolu_3","name":"buy","input":{"amount_minor":500}}]')`)
+		},
+		after: func(t *testing.T, db *pgxpool.Pool) {
+			requireEqual(t, "self_check", queryRow[bool](t, db, `SELECT bool_and(ok) FROM convo.self_check()`), true)
+			web := loginAs(t, db, "convo_app")
+			requireSlice(t, "path as convo_app for owner-3", queryAsOwner(t, web, "owner-3",
+				`SELECT role FROM convo.path('c0000000-0000-4000-8000-0000000000f3')`), []string{"system", "assistant"})
+			requireSQLState(t, asOwner(web, "owner-4", `SELECT * FROM convo.path('c0000000-0000-4000-8000-0000000000f3')`), "CV002")
+			requireSlice(t, "decision as convo_app", queryAsOwner(t, web, "owner-3",
+				`SELECT decision FROM convo.effect_for_call('c0000000-0000-4000-8000-0000000000f3', 'toolu_3')`), []string{"execute"})
+			web.Close()
+		},
+		down: func(t *testing.T, db *pgxpool.Pool) {
+			requireCount(t, db, 0, `SELECT count(*) FROM pg_namespace WHERE nspname = 'convo_private'`)
+			requireCount(t, db, 0, `SELECT count(*) FROM pg_class WHERE relnamespace = 'convo'::regnamespace
+				AND (relowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user) OR relrowsecurity)`)
+			requireCount(t, db, 2, `SELECT count(*) FROM convo.path('c0000000-0000-4000-8000-0000000000f3')`)
+			requireCount(t, db, 1, `SELECT count(*) FROM pg_proc WHERE proname = 'lock_conversation' AND pronamespace = 'convo'::regnamespace
+				AND has_function_privilege('public', oid, 'EXECUTE')`)
+		},
+	},
 }
 
 // TestMigrationSetIsWellFormed checks the embedded migrations in plain Go:

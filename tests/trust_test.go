@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgconvo/pgconvo/migrator"
 )
 
 // apiFunctions is the contract's function list: all that schema convo holds.
@@ -47,6 +51,10 @@ func TestSchemaConvoIsTheAPI(t *testing.T) {
 		SELECT oid::regprocedure::text FROM pg_proc
 		 WHERE pronamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace) AND proowner <> 'convo_owner'::regrole`),
 		[]string{})
+	requireSlice(t, "API functions no role may execute", queryRowsAs[string](t, db, `
+		SELECT proname::text FROM pg_proc p WHERE pronamespace = 'convo'::regnamespace
+		   AND NOT EXISTS (SELECT 1 FROM convo_private.documented_grants() g WHERE g.object_name = p.oid::regprocedure::text)
+		 ORDER BY 1`), []string{})
 	requireEqual(t, "convo_owner can log in", queryRow[bool](t, db,
 		`SELECT rolcanlogin OR rolsuper FROM pg_roles WHERE rolname = 'convo_owner'`), false)
 }
@@ -631,4 +639,53 @@ func failingChecks(t testing.TB, db *pgxpool.Pool) string {
 	t.Helper()
 	return strings.Join(queryRowsAs[string](t, db,
 		`SELECT check_name || ': ' || detail FROM convo.self_check() WHERE NOT ok ORDER BY check_name`), "\n")
+}
+
+// TestVerify: migrator.Verify (what `migrate verify` prints) passes on a
+// sound database and, once a check is broken, returns every row and an
+// error naming the failing check.
+func TestVerify(t *testing.T) {
+	t.Parallel()
+	pool := newDB(t)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+	checks, err := migrator.Verify(context.Background(), db)
+	if err != nil || len(checks) < 10 {
+		t.Fatalf("verify on a fresh database: %d checks, %v", len(checks), err)
+	}
+	mustExec(t, pool, `ALTER TABLE convo.conversation_head_log DISABLE TRIGGER conversation_head_log_no_forgery`)
+	checks, err = migrator.Verify(context.Background(), db)
+	if err == nil || !strings.Contains(err.Error(), "1 of 10 checks failed: [append_only_triggers]") || len(checks) != 10 {
+		t.Fatalf("verify after disabling a trigger: %d checks, %v", len(checks), err)
+	}
+}
+
+// TestSecondDatabaseOnTheSameServer: the roles are cluster-wide, so a
+// second database migrates with them already there, and taking one
+// database all the way down leaves the other whole.
+func TestSecondDatabaseOnTheSameServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var dbs []*sql.DB
+	var ms []*migrator.Migrator
+	for i := 0; i < 2; i++ {
+		db, dbURL := newEmptyDB(t)
+		m := newMigrator(t, dbURL)
+		if err := m.Up(ctx); err != nil {
+			t.Fatalf("database %d: %v", i+1, err)
+		}
+		dbs, ms = append(dbs, db), append(ms, m)
+	}
+	if err := ms[0].Down(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrator.Verify(ctx, dbs[1]); err != nil {
+		t.Fatalf("the second database after the first went down: %v", err)
+	}
+	if err := ms[0].Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrator.Verify(ctx, dbs[0]); err != nil {
+		t.Fatalf("the first database up again: %v", err)
+	}
 }

@@ -7,6 +7,7 @@
 //	go run ./cmd/migrate [-database URL] version
 //	go run ./cmd/migrate [-database URL] force V
 //	go run ./cmd/migrate [-database URL] status
+//	go run ./cmd/migrate [-database URL] verify
 //	go run ./cmd/migrate stop
 //
 // The database is -database, else $DATABASE_URL, else a local server this
@@ -17,6 +18,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +26,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/pgconvo/pgconvo/internal/localpg"
 	"github.com/pgconvo/pgconvo/migrator"
@@ -42,6 +45,7 @@ verbs:
   version        print the current version
   force V        record version V as applied without running anything (0: none)
   status         list migrations, applied and pending
+  verify         run convo.self_check() and print it; exit 1 if any check fails
   stop           stop the local server under .pgconvo/ (also: stop-local)
 
 The database is -database, else $DATABASE_URL, else a local server under
@@ -186,6 +190,11 @@ func run(ctx context.Context, args []string) error {
 			fmt.Printf("%04d  %-8s %s\n", mig.Version, state, mig.Name)
 		}
 		return nil
+	case "verify":
+		if err := wantArgs(verb, rest, 0); err != nil {
+			return err
+		}
+		return verify(ctx, url)
 	default:
 		fs.Usage()
 		return fmt.Errorf("unknown verb %q", verb)
@@ -236,6 +245,29 @@ func databaseURL(ctx context.Context, flagURL string) (url string, local bool, e
 		return "", false, fmt.Errorf("starting the local server (set -database or DATABASE_URL to use another): %w", err)
 	}
 	return url, true, nil
+}
+
+// verify prints convo.self_check() as a table and fails if any check does.
+func verify(ctx context.Context, url string) error {
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return fmt.Errorf("opening database: %w", err)
+	}
+	defer db.Close()
+	checks, verr := migrator.Verify(ctx, db)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "CHECK\tOK\tDETAIL")
+	for _, c := range checks {
+		ok := "ok"
+		if !c.OK {
+			ok = "FAILED"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", c.Name, ok, c.Detail)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return verr
 }
 
 // printVersion prints the database's version, with the way out when dirty.

@@ -3,11 +3,11 @@
 -- (NULL in a session that never set it, '' after a SET LOCAL ended) it sees
 -- no one. A login member of convo_reader (or convo_admin, or a superuser)
 -- sees every owner. The API functions run as the owner role, so they ask
--- once per call, about session_user: the login role that connected.
+-- once per call, about session_user: the login role that connected. No SET
+-- clause: the body is bound when it is created, and the planner inlines it.
 CREATE OR REPLACE FUNCTION convo_private.sees_owner(p_owner_id text)
 RETURNS boolean
 LANGUAGE sql
 STABLE
-SET search_path = pg_catalog, pg_temp
 RETURN coalesce(p_owner_id = current_setting('convo.owner_id', true), false)
     OR pg_has_role(session_user, 'convo_reader', 'USAGE');

@@ -6,6 +6,5 @@ CREATE OR REPLACE FUNCTION convo_private.writes_owner(p_owner_id text)
 RETURNS boolean
 LANGUAGE sql
 STABLE
-SET search_path = pg_catalog, pg_temp
 RETURN coalesce(p_owner_id = current_setting('convo.owner_id', true), false)
     OR pg_has_role(session_user, 'convo_admin', 'USAGE');

@@ -689,3 +689,32 @@ func TestSecondDatabaseOnTheSameServer(t *testing.T) {
 		t.Fatalf("the first database up again: %v", err)
 	}
 }
+
+// TestSelfCheckFindsALoginOwner: a login role made a member of convo_owner
+// (directly or through another role) fails the ownership check. Roles are
+// cluster-wide, so the grant stays inside a transaction that is rolled back:
+// no other test's database ever sees it.
+func TestSelfCheckFindsALoginOwner(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, st := range []string{
+		`CREATE ROLE pgconvo_test_middle NOLOGIN`,
+		`CREATE ROLE pgconvo_test_login LOGIN IN ROLE pgconvo_test_middle`,
+		`GRANT convo_owner TO pgconvo_test_middle`,
+	} {
+		if _, err := tx.Exec(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var detail string
+	if err := tx.QueryRow(ctx, `SELECT detail FROM convo.self_check() WHERE check_name = 'ownership' AND NOT ok`).Scan(&detail); err != nil {
+		t.Fatalf("the ownership check did not fail: %v", err)
+	}
+	requireEqual(t, "ownership detail", detail, "login role pgconvo_test_login is a member of convo_owner")
+}

@@ -131,7 +131,8 @@ BEGIN
                         coalesce(array_to_string(v_bad[1:10], '; '), 'exactly as documented');
 
     -- Every object belongs to convo_owner, which cannot log in, is no
-    -- superuser, and has no member that can.
+    -- superuser, and has no member that can (read from pg_auth_members, not
+    -- pg_has_role, which fails on a role dropped while the query runs).
     SELECT array_agg(x.d ORDER BY x.d) INTO v_bad FROM (
         SELECT 'schema ' || n.nspname || ' owned by ' || pg_get_userbyid(n.nspowner) AS d
           FROM pg_namespace n
@@ -151,9 +152,13 @@ BEGIN
           FROM pg_roles r WHERE r.rolname = 'convo_owner' AND (r.rolcanlogin OR r.rolsuper)
         UNION ALL
         SELECT 'login role ' || r.rolname || ' is a member of convo_owner'
-          FROM pg_roles r
-         WHERE r.rolcanlogin AND r.rolname <> 'convo_owner' AND NOT r.rolsuper
-           AND pg_has_role(r.oid, 'convo_owner', 'MEMBER')) x;
+          FROM (WITH RECURSIVE members (oid) AS (
+                    SELECT m.member FROM pg_auth_members m WHERE m.roleid = 'convo_owner'::regrole
+                    UNION
+                    SELECT m.member FROM pg_auth_members m JOIN members ON m.roleid = members.oid)
+                SELECT members.oid FROM members) mm
+          JOIN pg_roles r ON r.oid = mm.oid
+         WHERE r.rolcanlogin AND NOT r.rolsuper) x;
     RETURN QUERY SELECT 'ownership', v_bad IS NULL,
                         coalesce(array_to_string(v_bad[1:10], '; '), 'every object owned by convo_owner, which no login role can become');
 END;

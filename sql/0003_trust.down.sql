@@ -2316,6 +2316,8 @@ CREATE OR REPLACE TRIGGER tools_append_only
     FOR EACH STATEMENT EXECUTE FUNCTION convo.refuse_change();
 ALTER TABLE convo.tools ENABLE ALWAYS TRIGGER tools_append_only;
 
+DROP TRIGGER tools_no_forgery ON convo.tools;
+
 DROP TRIGGER tool_receipts_no_forgery ON convo.tool_receipts;
 
 DROP TRIGGER tool_effects_no_forgery ON convo.tool_effects;

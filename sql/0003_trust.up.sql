@@ -2269,8 +2269,8 @@ END;
 $$;
 
 -- refuse_forgery: the trigger function behind every table whose rows are
--- history (head log, effect events, call links, the ledger, receipts): only
--- pgconvo's own code writes them. That code runs as the owner role
+-- history (head log, effect events, call links, the ledger, receipts, the
+-- allowlist): only pgconvo's own code writes them. It runs as the owner role
 -- (SECURITY DEFINER functions owned by convo_owner, which nobody logs in as),
 -- so any other current_user is refused, whatever table privileges it holds;
 -- a superuser, who could drop the trigger anyway, is let through.
@@ -2604,6 +2604,7 @@ BEGIN ATOMIC
         ('tool_receipts', 'tool_receipts_no_delete', 'append_only'),
         ('tool_receipts', 'tool_receipts_no_forgery', 'append_only'),
         ('tools', 'tools_append_only', 'append_only'),
+        ('tools', 'tools_no_forgery', 'append_only'),
         ('conversations', 'conversations_guard', 'head_log'),
         ('conversations', 'conversations_head_log', 'head_log'),
         ('generations', 'generations_transition', 'rule'),
@@ -2917,6 +2918,14 @@ CREATE OR REPLACE TRIGGER tools_append_only
     BEFORE UPDATE OR DELETE OR TRUNCATE ON convo.tools
     FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_change();
 ALTER TABLE convo.tools ENABLE ALWAYS TRIGGER tools_append_only;
+
+-- tools_no_forgery: the allowlist is written only through register_tool
+-- (refuse_forgery), which checks each schema; any other role, whatever its
+-- privileges, gets CV005.
+CREATE OR REPLACE TRIGGER tools_no_forgery
+    BEFORE INSERT ON convo.tools
+    FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_forgery();
+ALTER TABLE convo.tools ENABLE ALWAYS TRIGGER tools_no_forgery;
 
 -- The helpers that moved to convo_private, gone from convo: the triggers
 -- and SQL-bodied functions above no longer use them.

@@ -55,6 +55,11 @@ func TestSchemaConvoIsTheAPI(t *testing.T) {
 		SELECT proname::text FROM pg_proc p WHERE pronamespace = 'convo'::regnamespace
 		   AND NOT EXISTS (SELECT 1 FROM convo_private.documented_grants() g WHERE g.object_name = p.oid::regprocedure::text)
 		 ORDER BY 1`), []string{})
+	// A function the owner role creates later is PUBLIC's no more than these.
+	mustExec(t, db, `BEGIN; SET LOCAL ROLE convo_owner;
+		CREATE FUNCTION convo_private.added_later() RETURNS int LANGUAGE sql RETURN 1; COMMIT`)
+	requireEqual(t, "PUBLIC may execute a function added later", queryRow[bool](t, db,
+		`SELECT has_function_privilege('public', 'convo_private.added_later()', 'EXECUTE')`), false)
 	requireEqual(t, "convo_owner can log in", queryRow[bool](t, db,
 		`SELECT rolcanlogin OR rolsuper FROM pg_roles WHERE rolname = 'convo_owner'`), false)
 }
@@ -391,6 +396,9 @@ func forgeries(n tenant, liveText, unregisteredMsg string) []forgery {
 			        'fu_x', '{}', true, now(), now(), now())`, n.owner), refused},
 		{"disabling an append-only trigger", `ALTER TABLE convo.messages DISABLE TRIGGER messages_append_only`, []string{"42501"}},
 		{"disabling every trigger of the head log", `ALTER TABLE convo.conversation_head_log DISABLE TRIGGER ALL`, []string{"42501"}},
+		{"an allowlist entry behind register_tool's back", `INSERT INTO convo.tools
+			(name, version, effectful, args_schema, idempotency_scope, deadline)
+			VALUES ('wire_money', 1, true, '{"type": "object", "x-unchecked": true}', 'tool_call', '1 hour')`, refused},
 		{"dropping row-level security", `ALTER TABLE convo.conversations DISABLE ROW LEVEL SECURITY`, []string{"42501"}},
 		{"replacing an internal function", `CREATE OR REPLACE FUNCTION convo_private.sees_owner(p_owner_id text)
 			RETURNS boolean LANGUAGE sql RETURN true`, []string{"42501"}},

@@ -27,6 +27,7 @@ BEGIN ATOMIC
         ('tool_receipts', 'tool_receipts_no_delete', 'append_only'),
         ('tool_receipts', 'tool_receipts_no_forgery', 'append_only'),
         ('tools', 'tools_append_only', 'append_only'),
+        ('tools', 'tools_no_forgery', 'append_only'),
         ('conversations', 'conversations_guard', 'head_log'),
         ('conversations', 'conversations_head_log', 'head_log'),
         ('generations', 'generations_transition', 'rule'),

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -113,21 +112,8 @@ func timeQuery(b *testing.B, db *pgxpool.Pool, query string, args ...any) time.D
 // SET LOCAL, as an application does, and returns how long the whole
 // transaction took.
 func timeAsOwner(b *testing.B, db *pgxpool.Pool, owner, query string, args ...any) time.Duration {
-	ctx := context.Background()
 	start := time.Now()
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('convo.owner_id', $1, true)`, owner); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-		}
-		return rows.Err()
-	})
-	if err != nil {
+	if err := asOwner(db, owner, query, args...); err != nil {
 		b.Fatal(err)
 	}
 	return time.Since(start)

@@ -43,10 +43,10 @@ func loginAs(t testing.TB, db *pgxpool.Pool, roles ...string) *pgxpool.Pool {
 	return pool
 }
 
-// asOwner runs sql in a transaction that first sets convo.owner_id with
-// SET LOCAL (owner "" sets nothing), and returns its error; the
-// transaction commits only if sql succeeds.
-func asOwner(db *pgxpool.Pool, owner, sql string, args ...any) error {
+// inOwnerTx runs fn in a transaction that first sets convo.owner_id with
+// SET LOCAL, as an application does (owner "" sets nothing); the
+// transaction commits only if fn succeeds.
+func inOwnerTx(db *pgxpool.Pool, owner string, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	ctx := context.Background()
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if owner != "" {
@@ -54,11 +54,20 @@ func asOwner(db *pgxpool.Pool, owner, sql string, args ...any) error {
 				return err
 			}
 		}
+		return fn(ctx, tx)
+	})
+}
+
+// asOwner runs sql, reading every row, in a transaction that sets the owner
+// first (inOwnerTx), and returns its error.
+func asOwner(db *pgxpool.Pool, owner, sql string, args ...any) error {
+	return inOwnerTx(db, owner, func(ctx context.Context, tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, sql, args...)
 		if err != nil {
 			return err
 		}
-		rows.Close()
+		for rows.Next() {
+		}
 		return rows.Err()
 	})
 }
@@ -67,14 +76,8 @@ func asOwner(db *pgxpool.Pool, owner, sql string, args ...any) error {
 // owner first, and returns the values.
 func queryAsOwner(t testing.TB, db *pgxpool.Pool, owner, query string, args ...any) []string {
 	t.Helper()
-	ctx := context.Background()
 	var out []string
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if owner != "" {
-			if _, err := tx.Exec(ctx, `SELECT set_config('convo.owner_id', $1, true)`, owner); err != nil {
-				return err
-			}
-		}
+	err := inOwnerTx(db, owner, func(ctx context.Context, tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, query, args...)
 		if err != nil {
 			return err

@@ -1168,8 +1168,8 @@ BEGIN
                               WHERE l.conversation_id = c.id ORDER BY l.seq DESC LIMIT 1) last ON true
          WHERE c.head_message_id IS DISTINCT FROM last.head_message_id
         UNION ALL
-        SELECT 'conversation ' || l.conversation_id || ' log seq ' || l.seq || ' does not start where seq '
-               || l.prev_seq || ' ended'
+        SELECT 'conversation ' || l.conversation_id || ' log seq ' || l.seq || ' does not start where '
+               || coalesce('seq ' || l.prev_seq || ' ended', 'the conversation began')
           FROM (SELECT l.*, lag(l.head_message_id) OVER w AS prev_head, lag(l.seq) OVER w AS prev_seq
                   FROM convo.conversation_head_log l
                 WINDOW w AS (PARTITION BY l.conversation_id ORDER BY l.seq)) l

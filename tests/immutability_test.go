@@ -56,7 +56,10 @@ func TestDirectHeadUpdateIsLogged(t *testing.T) {
 		before := snapshotCounts(t, db)
 		mustExec(t, db, `UPDATE convo.conversations SET head_message_id = $2 WHERE id = $1`, conv, u1)
 		mustExec(t, db, `UPDATE convo.conversations SET head_message_id = head_message_id`)
-		mustExec(t, db, `UPDATE convo.conversations SET metadata = '{"note": "x"}' WHERE id = $1`, conv)
+		requireUnchanged(t, db, before)
+		// Metadata changes only by erasure, not even a superuser's UPDATE.
+		_, err := db.Exec(ctx, `UPDATE convo.conversations SET metadata = '{"note": "x"}' WHERE id = $1`, conv)
+		requireSQLState(t, err, "CV005")
 		requireUnchanged(t, db, before)
 	})
 

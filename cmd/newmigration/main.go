@@ -114,6 +114,7 @@ func plan(objects []object, ups []string) (up, down []string) {
 		return 3
 	}
 	sort.SliceStable(changed, func(i, j int) bool { return rank(changed[i]) < rank(changed[j]) })
+	changed = callsFirst(changed, func(o object) bool { return rank(o) == 1 })
 	var drops []string
 	for _, o := range changed {
 		up = append(up, strings.TrimSpace(o.text))
@@ -124,6 +125,45 @@ func plan(objects []object, ups []string) (up, down []string) {
 		}
 	}
 	return up, append(down, drops...)
+}
+
+// callsFirst reorders the objects for which among holds so that each comes
+// after the others of them it calls (a SQL-bodied function's body is
+// checked when it is created); the rest keep their places.
+func callsFirst(objects []object, among func(object) bool) []object {
+	var idx []int
+	for i, o := range objects {
+		if among(o) {
+			idx = append(idx, i)
+		}
+	}
+	calls := func(a, b object) bool {
+		return a.name != b.name && regexp.MustCompile(`\bconvo(_private)?\.`+regexp.QuoteMeta(b.name)+`\(`).MatchString(a.text)
+	}
+	var order []object
+	placed := map[string]bool{}
+	var place func(o object, seen map[string]bool)
+	place = func(o object, seen map[string]bool) {
+		if placed[o.name] || seen[o.name] {
+			return
+		}
+		seen[o.name] = true
+		for _, i := range idx {
+			if calls(o, objects[i]) {
+				place(objects[i], seen)
+			}
+		}
+		placed[o.name] = true
+		order = append(order, o)
+	}
+	for _, i := range idx {
+		place(objects[i], map[string]bool{})
+	}
+	out := append([]object(nil), objects...)
+	for k, i := range idx {
+		out[i] = order[k]
+	}
+	return out
 }
 
 // readObjects reads every object file under dir's object folders.

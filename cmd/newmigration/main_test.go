@@ -65,3 +65,21 @@ func TestPlanOrdersAndReverses(t *testing.T) {
 		t.Fatalf("down =\n%s\nwant\n%s", strings.Join(down, "\n|\n"), strings.Join(want, "\n|\n"))
 	}
 }
+
+// TestSQLBodiedFunctionsComeAfterWhatTheyCall: a SQL-bodied function is
+// created after the SQL-bodied functions its body calls, whatever their names.
+func TestSQLBodiedFunctionsComeAfterWhatTheyCall(t *testing.T) {
+	objects := []object{
+		{"private", "a_uses_b", "-- a_uses_b: x.\nCREATE OR REPLACE FUNCTION convo_private.a_uses_b()\nRETURNS int\nLANGUAGE sql\nRETURN convo_private.b_uses_c();\n"},
+		{"private", "b_uses_c", "-- b_uses_c: x.\nCREATE OR REPLACE FUNCTION convo_private.b_uses_c()\nRETURNS int\nLANGUAGE sql\nRETURN convo.c();\n"},
+		{"functions", "c", "-- c: x.\nCREATE OR REPLACE FUNCTION convo.c()\nRETURNS int\nLANGUAGE sql\nRETURN 1;\n"},
+	}
+	up, _ := plan(objects, nil)
+	var names []string
+	for _, u := range up {
+		names = append(names, strings.SplitN(strings.TrimPrefix(u, "-- "), ":", 2)[0])
+	}
+	if got := strings.Join(names, ","); got != "c,b_uses_c,a_uses_b" {
+		t.Fatalf("up order = %s, want c,b_uses_c,a_uses_b", got)
+	}
+}

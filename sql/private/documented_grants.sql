@@ -1,10 +1,10 @@
 -- documented_grants: every privilege pgconvo grants, as data (the README's
 -- "Security" section in rows): USAGE on schema convo for the three roles;
 -- EXECUTE on the application's functions for convo_app, on the read-only
--- ones and self_check for convo_reader, on the DBA's for convo_admin (a
--- member of both); SELECT on the views for convo_app, on every table and
--- view for convo_reader. Nothing for PUBLIC, nothing at all on
--- convo_private. A function added later is nobody's until it is listed here.
+-- ones and self_check for convo_reader, on the DBA's (the allowlist, the
+-- sweeps, erasure) for convo_admin, a member of both; SELECT on the views
+-- for convo_app, on every table and view for convo_reader. Nothing for
+-- PUBLIC, nothing at all on convo_private. A function added later is nobody's until it is listed here.
 -- apply_grants makes the catalog say exactly this; self_check compares.
 CREATE OR REPLACE FUNCTION convo_private.documented_grants()
 RETURNS TABLE (object_kind text, object_name text, grantee text, privilege text)
@@ -31,7 +31,7 @@ BEGIN ATOMIC
                                           'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',
                                           'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
                                           'max_ref_length']),
-                   ('convo_admin', ARRAY['register_tool', 'expire_receipts'])) AS g (grantee, names)
+                   ('convo_admin', ARRAY['register_tool', 'expire_receipts', 'erase_conversation', 'erase_owner'])) AS g (grantee, names)
         ON p.proname = ANY (g.names)
      WHERE p.pronamespace = 'convo'::regnamespace
     UNION ALL

@@ -1,7 +1,8 @@
 -- generations_transition: a generation starts streaming and ends once:
 -- streaming to completed, failed or cancelled, and an ended generation never
 -- changes; its identity (prompt, model, params, digest, start) never changes
--- at all, and its answer is an assistant child of its prompt. CV006.
+-- at all, and its answer is an assistant child of its prompt. CV006. An
+-- erasure (is_erasure) empties its params, digest, usage and error detail.
 CREATE OR REPLACE FUNCTION convo_private.generations_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -16,15 +17,18 @@ BEGIN
         END IF;
         RETURN NEW;
     END IF;
-    IF (NEW.conversation_id, NEW.id, NEW.prompt_message_id, NEW.head_at_begin, NEW.model, NEW.params,
+    IF NEW.state = OLD.state AND convo_private.is_erasure('generations', to_jsonb(OLD), to_jsonb(NEW)) THEN
+        RETURN NEW;
+    END IF;
+    IF (NEW.conversation_id, NEW.id, NEW.prompt_message_id, NEW.head_at_begin, NEW.model, NEW.params::text,
         NEW.request_digest, NEW.started_at)
        IS DISTINCT FROM
-       (OLD.conversation_id, OLD.id, OLD.prompt_message_id, OLD.head_at_begin, OLD.model, OLD.params,
+       (OLD.conversation_id, OLD.id, OLD.prompt_message_id, OLD.head_at_begin, OLD.model, OLD.params::text,
         OLD.request_digest, OLD.started_at) THEN
         RAISE EXCEPTION 'a generation''s prompt, model, params, digest and start never change'
             USING ERRCODE = 'CV006', DETAIL = format('generation %s', OLD.id);
     END IF;
-    IF to_jsonb(NEW) <> to_jsonb(OLD) AND NOT (OLD.state = 'streaming' AND NEW.state IN ('completed', 'failed', 'cancelled')) THEN
+    IF to_jsonb(NEW)::text <> to_jsonb(OLD)::text AND NOT (OLD.state = 'streaming' AND NEW.state IN ('completed', 'failed', 'cancelled')) THEN
         RAISE EXCEPTION 'a generation cannot go from % to %', OLD.state, NEW.state
             USING ERRCODE = 'CV006', DETAIL = format('generation %s', OLD.id),
                   HINT = 'A generation goes from streaming to completed, failed or cancelled, once.';

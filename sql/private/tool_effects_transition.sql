@@ -3,6 +3,7 @@
 -- state must be a row of effect_transitions and may set only the columns
 -- that row names; without a change of state nothing changes. CV006 otherwise.
 -- Rows are compared by their text, since jsonb's = calls 500 and 500.000 equal.
+-- An erasure (is_erasure) empties the arguments and changes nothing else.
 CREATE OR REPLACE FUNCTION convo_private.tool_effects_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -13,7 +14,8 @@ DECLARE
     v_changes text[];
 BEGIN
     IF TG_OP = 'UPDATE' AND NEW.state = OLD.state THEN
-        IF to_jsonb(NEW)::text <> to_jsonb(OLD)::text THEN
+        IF to_jsonb(NEW)::text <> to_jsonb(OLD)::text
+           AND NOT convo_private.is_erasure('tool_effects', to_jsonb(OLD), to_jsonb(NEW)) THEN
             RAISE EXCEPTION 'effect % changes only by a transition of its state', OLD.id
                 USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s', OLD.id, OLD.state);
         END IF;

@@ -2,7 +2,8 @@
 -- or failed; its owner, key, tool and request never change, its arguments
 -- are filled once and are valid only if they pass receipt_arguments_error,
 -- and a settled receipt never changes (compared as text: jsonb's = calls 500
--- and 500.000 equal). CV006.
+-- and 500.000 equal). CV006. An erasure of its owner (is_erasure) empties
+-- its request, arguments and expected values.
 CREATE OR REPLACE FUNCTION convo_private.tool_receipts_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -17,7 +18,8 @@ BEGIN
         END IF;
         RETURN NEW;
     END IF;
-    IF to_jsonb(NEW)::text = to_jsonb(OLD)::text THEN
+    IF to_jsonb(NEW)::text = to_jsonb(OLD)::text
+       OR (NEW.status = OLD.status AND convo_private.is_erasure('tool_receipts', to_jsonb(OLD), to_jsonb(NEW))) THEN
         RETURN NEW;
     END IF;
     IF OLD.status <> 'pending'

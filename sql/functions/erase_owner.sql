@@ -1,0 +1,38 @@
+-- erase_owner: erase_conversation for every conversation of an owner, and
+-- the owner's receipts (request, arguments, expected values), in one
+-- transaction; each conversation's erasure and the receipts' are recorded
+-- on their own. An owner with nothing stored is not an error. convo_admin's.
+CREATE OR REPLACE FUNCTION convo.erase_owner(p_owner_id text, p_reason text)
+RETURNS TABLE (place text, rows_redacted bigint)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_owner_id IS NULL OR p_owner_id = '' THEN
+        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011';
+    END IF;
+    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
+        RAISE EXCEPTION 'p_reason is required: say why the content is erased'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF length(p_reason) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_reason is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    -- Lock the owner's conversations in one order, as every writer would.
+    PERFORM 1 FROM convo.conversations c WHERE c.owner_id = p_owner_id ORDER BY c.id FOR NO KEY UPDATE;
+    RETURN QUERY
+    SELECT e.place, sum(e.rows_redacted)::bigint
+      FROM (SELECT x.* FROM convo.conversations c
+                  CROSS JOIN LATERAL convo_private.erase_content(p_owner_id, c.id, p_reason) x
+             WHERE c.owner_id = p_owner_id
+            UNION ALL
+            SELECT y.* FROM convo_private.erase_content(p_owner_id, NULL, p_reason) y) e
+     GROUP BY e.place
+     ORDER BY e.place;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.erase_owner(text, text) IS
+    'Erase the content of every conversation and receipt of an owner, keeping their shape; recorded with p_reason.';

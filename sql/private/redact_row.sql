@@ -1,0 +1,27 @@
+-- redact_row: what erasure leaves of a row of a table that holds content,
+-- the row given and returned as jsonb: the one place that says what erasure
+-- redacts. It keeps the shape (ids, times, states, amounts, currencies,
+-- external references, who did what) and empties the content: message parts
+-- (the array on the message and each per-part row), conversation metadata,
+-- generation params, request digest, usage and error detail, effect
+-- arguments, event evidence, a receipt's request, arguments and expected
+-- values. Idempotent. erase_content writes it; is_erasure lets only it through.
+CREATE OR REPLACE FUNCTION convo_private.redact_row(p_table text, p_row jsonb)
+RETURNS jsonb
+LANGUAGE sql
+IMMUTABLE
+RETURN p_row || CASE p_table
+    WHEN 'messages' THEN jsonb_build_object('parts',
+        (SELECT jsonb_agg(convo_private.redact_part(e.part) ORDER BY e.n)
+           FROM jsonb_array_elements(p_row -> 'parts') WITH ORDINALITY AS e (part, n)))
+    WHEN 'message_parts' THEN jsonb_build_object('body', convo_private.redact_part(p_row -> 'body'))
+    WHEN 'conversations' THEN '{"metadata": {}}'::jsonb
+    WHEN 'generations' THEN jsonb_build_object('params', '{}'::jsonb, 'request_digest', NULL,
+        'usage', CASE WHEN jsonb_typeof(p_row -> 'usage') <> 'null' THEN '{}'::jsonb END,
+        'error', CASE WHEN jsonb_typeof(p_row -> 'error') <> 'null' THEN '{}'::jsonb END)
+    WHEN 'tool_effects' THEN '{"arguments": {}}'::jsonb
+    WHEN 'tool_effect_events' THEN '{"evidence": {}}'::jsonb
+    WHEN 'tool_receipts' THEN jsonb_build_object('request', '{}'::jsonb,
+        'arguments', CASE WHEN jsonb_typeof(p_row -> 'arguments') <> 'null' THEN '{}'::jsonb END,
+        'expected', CASE WHEN jsonb_typeof(p_row -> 'expected') <> 'null' THEN '{}'::jsonb END)
+END;

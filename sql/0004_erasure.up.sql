@@ -47,7 +47,332 @@ CREATE POLICY erasures_reader_reads_all ON convo.erasures FOR SELECT TO convo_re
 ALTER TABLE convo.erasure_places ENABLE ROW LEVEL SECURITY;
 CREATE POLICY erasure_places_reader_reads_all ON convo.erasure_places FOR SELECT TO convo_reader USING (true);
 
+-- Ids a caller names as text are at most 255 characters (max_id_length),
+-- so that no index refuses them with a raw 54000; the functions say so
+-- first, with the contract's SQLSTATEs.
+ALTER TABLE convo.conversations ADD CONSTRAINT conversations_owner_id_length CHECK (length(owner_id) <= 255);
+ALTER TABLE convo.tool_receipts ADD CONSTRAINT tool_receipts_owner_id_length CHECK (length(owner_id) <= 255);
+ALTER TABLE convo.message_parts ADD CONSTRAINT message_parts_tool_call_id_length CHECK (length(tool_call_id) <= 255);
+
+-- path_from takes the instant to count siblings at, and check_parts where
+-- the parts were going: the old signatures go.
+DROP FUNCTION convo_private.path_from(uuid, uuid);
+DROP FUNCTION convo_private.check_parts(jsonb);
+
 -- Objects: current text in sql/functions, sql/private, sql/views and sql/triggers.
+-- begin_generation: the model starts work on the path ending at the prompt
+-- message. Records the head at this moment, so complete_generation can tell
+-- whether the user moved on meanwhile. Retry-safe by p_generation_id.
+CREATE OR REPLACE FUNCTION convo.begin_generation(
+    p_conversation_id   uuid,
+    p_prompt_message_id uuid,
+    p_model             text,
+    p_params            jsonb DEFAULT '{}',
+    p_request_digest    text DEFAULT NULL,
+    p_generation_id     uuid DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_head     uuid := convo_private.lock_conversation(p_conversation_id);
+    v_id       uuid := coalesce(p_generation_id, gen_random_uuid());
+    v_existing convo.generations;
+BEGIN
+    IF p_model IS NULL OR p_model = '' OR p_params IS NULL OR jsonb_typeof(p_params) <> 'object' THEN
+        RAISE EXCEPTION 'p_model and p_params (a JSON object) are required'
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    SELECT * INTO v_existing FROM convo.generations g WHERE g.conversation_id = p_conversation_id AND g.id = v_id;
+    IF FOUND THEN
+        IF v_existing.prompt_message_id IS DISTINCT FROM p_prompt_message_id OR v_existing.model <> p_model
+           OR v_existing.params::text <> p_params::text OR v_existing.request_digest IS DISTINCT FROM p_request_digest THEN
+            RAISE EXCEPTION 'generation id % is already used for a different generation', v_id
+                USING ERRCODE = 'CV009', DETAIL = format('generation %s, conversation %s', v_id, p_conversation_id);
+        END IF;
+        RETURN v_id;
+    END IF;
+    PERFORM convo_private.message_ref(p_conversation_id, p_prompt_message_id);
+    PERFORM convo_private.check_size('p_params', p_params, convo.max_detail_bytes());
+    IF length(p_request_digest) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_request_digest is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('conversation %s, prompt %s', p_conversation_id, p_prompt_message_id);
+    END IF;
+    INSERT INTO convo.generations (conversation_id, id, prompt_message_id, head_at_begin, model, params, request_digest)
+    VALUES (p_conversation_id, v_id, p_prompt_message_id, v_head, p_model, p_params, p_request_digest);
+    RETURN v_id;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.begin_generation(uuid, uuid, text, jsonb, text, uuid) IS
+    'Start a generation (state streaming) on the path ending at the prompt message; retry-safe by p_generation_id.';
+
+-- begin_receipt: the receipt row first, in pending, before the model fills
+-- any argument: one allowlisted tool, its version frozen here. A repeat with
+-- the same owner and key returns the first row (created = false); the same
+-- key with another tool or request raises CV009. A convo_app session files
+-- receipts only for the owner it set (CV011 otherwise).
+CREATE OR REPLACE FUNCTION convo.begin_receipt(
+    p_owner_id        text,
+    p_idempotency_key text,
+    p_tool_name       text,
+    p_request         jsonb DEFAULT '{}')
+RETURNS TABLE (receipt_id uuid, status text, http_status int, error_code text, result_ref text, created boolean)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tool    convo.tools;
+    v_digest  text;
+    v_receipt convo.tool_receipts;
+BEGIN
+    IF p_owner_id IS NULL OR p_owner_id = '' OR p_request IS NULL OR p_tool_name IS NULL THEN
+        RAISE EXCEPTION 'p_owner_id, p_tool_name and p_request are required'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, tool %s, key %s', coalesce(p_owner_id, 'NULL'),
+                                                     coalesce(p_tool_name, 'NULL'), coalesce(p_idempotency_key, 'NULL'));
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
+    END IF;
+    IF NOT convo_private.writes_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'this session may not create receipts for owner %', p_owner_id
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
+                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
+                  HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
+    END IF;
+    IF p_idempotency_key IS NULL OR length(p_idempotency_key) NOT BETWEEN 8 AND 255 THEN
+        RAISE EXCEPTION 'an idempotency key is 8 to 255 characters'
+            USING ERRCODE = 'CV011', DETAIL = format('key %s', coalesce(quote_literal(p_idempotency_key), 'NULL'));
+    END IF;
+    PERFORM convo_private.check_size('p_request', p_request, convo.max_request_bytes());
+    v_digest := encode(sha256(convert_to(p_request::text, 'UTF8')), 'hex');
+
+    SELECT * INTO v_receipt FROM convo.tool_receipts r
+     WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;
+    IF NOT FOUND THEN
+        v_tool := convo_private.tool_ref(p_tool_name);
+        INSERT INTO convo.tool_receipts (id, owner_id, idempotency_key, tool_name, tool_version, request, request_digest, deadline_at)
+        VALUES (gen_random_uuid(), p_owner_id, p_idempotency_key, v_tool.name, v_tool.version, p_request, v_digest,
+                clock_timestamp() + v_tool.deadline)
+        ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+        RETURNING * INTO v_receipt;
+        IF FOUND THEN
+            RETURN QUERY SELECT v_receipt.id, v_receipt.status, v_receipt.http_status, v_receipt.error_code,
+                                v_receipt.result_ref, true;
+            RETURN;
+        END IF;
+        -- Another transaction filed the same key first: answer as a repeat.
+        SELECT * INTO v_receipt FROM convo.tool_receipts r
+         WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;
+    END IF;
+    IF v_receipt.tool_name <> p_tool_name OR v_receipt.request_digest <> v_digest THEN
+        RAISE EXCEPTION 'idempotency key % is already used for a different request', p_idempotency_key
+            USING ERRCODE = 'CV009',
+                  DETAIL = format('receipt %s, owner %s, tool %s', v_receipt.id, p_owner_id, v_receipt.tool_name);
+    END IF;
+    RETURN QUERY SELECT v_receipt.id, v_receipt.status, v_receipt.http_status, v_receipt.error_code,
+                        v_receipt.result_ref, false;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.begin_receipt(text, text, text, jsonb) IS
+    'File a receipt (pending) before a route-initiated mutation; a repeat of the key returns the first row.';
+
+-- complete_generation: streaming to completed. The answer becomes an
+-- assistant child of the prompt message in the same transaction
+-- (regenerate if the prompt already has an assistant child, branch if it has
+-- other children); the head moves to it only if the head is where it was at
+-- begin_generation, so a late answer does not yank a tab that moved on.
+-- An exact repeat returns the same message.
+CREATE OR REPLACE FUNCTION convo.complete_generation(
+    p_conversation_id uuid,
+    p_generation_id   uuid,
+    p_parts           jsonb,
+    p_usage           jsonb DEFAULT '{}',
+    p_finish_reason   text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_head       uuid := convo_private.lock_conversation(p_conversation_id);
+    v_generation convo.generations := convo_private.generation_ref(p_conversation_id, p_generation_id);
+    v_message    uuid := gen_random_uuid();
+    v_reason     text;
+BEGIN
+    IF p_parts IS NULL OR p_usage IS NULL OR jsonb_typeof(p_usage) <> 'object' THEN
+        RAISE EXCEPTION 'p_parts and p_usage (a JSON object) are required'
+            USING ERRCODE = 'CV011', DETAIL = format('generation %s', p_generation_id);
+    END IF;
+    IF v_generation.state = 'completed' AND v_generation.usage::text = p_usage::text
+       AND v_generation.finish_reason IS NOT DISTINCT FROM p_finish_reason
+       AND (SELECT m.parts FROM convo.messages m
+             WHERE m.conversation_id = p_conversation_id AND m.id = v_generation.message_id) = p_parts THEN
+        RETURN v_generation.message_id;
+    END IF;
+    IF v_generation.state <> 'streaming' THEN
+        RAISE EXCEPTION 'generation % is %: only a streaming generation completes', p_generation_id, v_generation.state
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s, state %s', p_generation_id, v_generation.state);
+    END IF;
+    PERFORM convo_private.check_size('p_usage', p_usage, convo.max_detail_bytes());
+    IF length(p_finish_reason) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_finish_reason is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('conversation %s, generation %s', p_conversation_id, p_generation_id);
+    END IF;
+    -- 'regenerate' when the prompt already has an answer; messages_fill_tree
+    -- makes any other later child a 'branch'.
+    v_reason := CASE WHEN EXISTS (SELECT 1 FROM convo.messages c
+                                   WHERE c.conversation_id = p_conversation_id
+                                     AND c.parent_id = v_generation.prompt_message_id
+                                     AND c.role = 'assistant') THEN 'regenerate' END;
+    INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts)
+    VALUES (p_conversation_id, v_message, v_generation.prompt_message_id, 'assistant', v_reason, p_parts);
+    UPDATE convo.generations g
+       SET state = 'completed', message_id = v_message, usage = p_usage, finish_reason = p_finish_reason,
+           finished_at = clock_timestamp()
+     WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id;
+    -- A head moved away and back again counts as unmoved: the user is looking
+    -- at the prompt the answer is for.
+    IF v_head IS NOT DISTINCT FROM v_generation.head_at_begin THEN
+        PERFORM convo_private.move_head_to(p_conversation_id, v_message,
+                                   CASE WHEN v_reason = 'regenerate' THEN 'regenerate' ELSE 'append' END, NULL);
+    END IF;
+    RETURN v_message;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.complete_generation(uuid, uuid, jsonb, jsonb, text) IS
+    'Complete a streaming generation: its answer becomes a child of the prompt; the head follows only if it has not moved since begin.';
+
+-- create_conversation: a new conversation; with a system prompt, a root
+-- system message that becomes the head (head-log reason 'create').
+-- Retry-safe through p_conversation_id: the same call returns the same id.
+-- A convo_app session creates only for the owner it set (CV011 otherwise).
+CREATE OR REPLACE FUNCTION convo.create_conversation(
+    p_owner_id        text,
+    p_system_prompt   text DEFAULT NULL,
+    p_metadata        jsonb DEFAULT '{}',
+    p_conversation_id uuid DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id       uuid := coalesce(p_conversation_id, gen_random_uuid());
+    v_existing convo.conversations;
+    v_root     uuid;
+    v_parts    jsonb := CASE WHEN p_system_prompt IS NOT NULL
+                             THEN jsonb_build_array(jsonb_build_object('type', 'text', 'text', p_system_prompt)) END;
+BEGIN
+    IF p_owner_id IS NULL OR p_owner_id = '' THEN
+        RAISE EXCEPTION 'p_owner_id is required'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL'));
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
+    END IF;
+    IF NOT convo_private.writes_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'this session may not create conversations for owner %', p_owner_id
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
+                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
+                  HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
+    END IF;
+    IF p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
+        RAISE EXCEPTION 'p_metadata must be a JSON object'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF octet_length(p_metadata::text) > convo.max_metadata_bytes() THEN
+        RAISE EXCEPTION 'conversation metadata is larger than % bytes', convo.max_metadata_bytes()
+            USING ERRCODE = 'CV010', DETAIL = format('owner %s: %s bytes', p_owner_id, octet_length(p_metadata::text));
+    END IF;
+
+    INSERT INTO convo.conversations (id, owner_id, metadata)
+    VALUES (v_id, p_owner_id, p_metadata)
+    ON CONFLICT (id) DO NOTHING;
+    IF NOT FOUND THEN
+        -- A retry: the same owner, metadata and system prompt return the first result.
+        -- Locked without lock_conversation's owner check: another owner's id is CV009, not CV002.
+        SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id FOR NO KEY UPDATE;
+        -- The system prompt is the message the 'create' move named, whatever
+        -- was appended since; compared as text, like the metadata.
+        IF v_existing.owner_id IS DISTINCT FROM p_owner_id
+           OR v_existing.metadata::text IS DISTINCT FROM p_metadata::text
+           OR (SELECT m.parts FROM convo.conversation_head_log l
+                 JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.head_message_id
+                WHERE l.conversation_id = v_id AND l.reason = 'create')::text IS DISTINCT FROM v_parts::text THEN
+            RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
+                USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
+        END IF;
+        RETURN v_id;
+    END IF;
+
+    IF p_system_prompt IS NOT NULL THEN
+        v_root := gen_random_uuid();
+        INSERT INTO convo.messages (conversation_id, id, role, parts) VALUES (v_id, v_root, 'system', v_parts);
+        PERFORM convo_private.move_head_to(v_id, v_root, 'create', NULL);
+    END IF;
+    RETURN v_id;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.create_conversation(text, text, jsonb, uuid) IS
+    'New conversation for an owner; a system prompt becomes the root message and the head. Retry-safe by p_conversation_id.';
+
+-- effect_for_call: what the agent loop must do for a tool call, read from the
+-- ledger decision written when the call was appended: execute (send with
+-- idempotency_key), reuse (take the existing outcome), confirm (ask a
+-- person), rejected, or replay (a registered tool without effects). A call
+-- of a tool that was not registered then is CV007, whatever came after.
+CREATE OR REPLACE FUNCTION convo.effect_for_call(p_conversation_id uuid, p_tool_call_id text)
+RETURNS TABLE (effect_id uuid, decision text, state text, idempotency_key text, external_ref text,
+               http_status int, error_code text)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tool_name text;
+BEGIN
+    PERFORM convo_private.conversation_ref(p_conversation_id);
+    IF p_tool_call_id IS NULL THEN
+        RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    SELECT p.tool_name INTO v_tool_name FROM convo.message_parts p
+     WHERE p.conversation_id = p_conversation_id AND p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id;
+    IF NOT FOUND THEN
+        PERFORM convo_private.raise_not_found('tool call', p_tool_call_id, p_conversation_id,
+            (SELECT p.conversation_id FROM convo.message_parts p
+              WHERE p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id LIMIT 1));
+    END IF;
+
+    RETURN QUERY
+    SELECT e.id, l.decision, e.state, e.idempotency_key, e.external_ref, e.http_status, e.error_code
+      FROM convo.tool_effect_calls l
+      LEFT JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+     WHERE l.conversation_id = p_conversation_id AND l.tool_call_id = p_tool_call_id;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'tool % of call % was not on the allowlist when the call was appended',
+            v_tool_name, p_tool_call_id
+        USING ERRCODE = 'CV007',
+              DETAIL = format('tool %s, tool call %s, conversation %s', v_tool_name, p_tool_call_id, p_conversation_id),
+              HINT = 'An unregistered tool never gets a go-ahead; register it, then append a new call.';
+END;
+$$;
+
+COMMENT ON FUNCTION convo.effect_for_call(uuid, text) IS
+    'What the agent loop must do for a tool call: execute, reuse, confirm, rejected or replay (CV007 for an unregistered tool).';
+
 -- erase_conversation: removes every copy of a conversation's content (see
 -- redact_row) and keeps its shape: the tree, the head log and the ledger
 -- stay whole and reconcilable. Recorded in convo.erasures (who, when, why)
@@ -90,7 +415,11 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' THEN
-        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011', DETAIL = 'owner NULL or empty';
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
     END IF;
     IF p_reason IS NULL OR btrim(p_reason) = '' THEN
         RAISE EXCEPTION 'p_reason is required: say why the content is erased'
@@ -116,6 +445,298 @@ $$;
 
 COMMENT ON FUNCTION convo.erase_owner(text, text) IS
     'Erase the content of every conversation and receipt of an owner, keeping their shape; recorded with p_reason.';
+
+-- expire_receipts: the sweeper: pending receipts past their tool's deadline
+-- fail with 504 deadline_exceeded, so none stays pending forever. Returns
+-- how many it failed.
+CREATE OR REPLACE FUNCTION convo.expire_receipts(p_now timestamptz DEFAULT clock_timestamp())
+RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count int;
+BEGIN
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'p_now is required' USING ERRCODE = 'CV011', DETAIL = 'p_now NULL';
+    END IF;
+    UPDATE convo.tool_receipts r
+       SET status = 'failed', http_status = 504, error_code = 'deadline_exceeded', settled_at = clock_timestamp()
+     WHERE r.status = 'pending' AND r.deadline_at < p_now;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.expire_receipts(timestamptz) IS
+    'Fail pending receipts past their tool''s deadline with 504 deadline_exceeded; returns the count.';
+
+-- fail_generation: streaming to failed, with an error code and details.
+-- An exact repeat is a no-op; anything else on an ended generation is CV006.
+CREATE OR REPLACE FUNCTION convo.fail_generation(
+    p_conversation_id uuid,
+    p_generation_id   uuid,
+    p_error_code      text,
+    p_error           jsonb DEFAULT '{}')
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_generation convo.generations;
+BEGIN
+    PERFORM convo_private.lock_conversation(p_conversation_id);
+    v_generation := convo_private.generation_ref(p_conversation_id, p_generation_id);
+    IF p_error_code IS NULL OR p_error_code = '' OR p_error IS NULL THEN
+        RAISE EXCEPTION 'p_error_code and p_error are required' USING ERRCODE = 'CV011',
+            DETAIL = format('generation %s', p_generation_id);
+    END IF;
+    IF length(p_error_code) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_error_code is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('conversation %s, generation %s', p_conversation_id, p_generation_id);
+    END IF;
+    PERFORM convo_private.check_size('p_error', p_error, convo.max_detail_bytes());
+    IF v_generation.state = 'failed' AND v_generation.error_code = p_error_code AND v_generation.error = p_error THEN
+        RETURN;
+    END IF;
+    IF v_generation.state <> 'streaming' THEN
+        RAISE EXCEPTION 'generation % is %: only a streaming generation fails', p_generation_id, v_generation.state
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s, state %s', p_generation_id, v_generation.state);
+    END IF;
+    UPDATE convo.generations g
+       SET state = 'failed', error_code = p_error_code, error = p_error, finished_at = clock_timestamp()
+     WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.fail_generation(uuid, uuid, text, jsonb) IS 'A streaming generation failed: record its error code and details.';
+
+-- fill_receipt: the model's arguments, checked against the tool version
+-- frozen at begin_receipt (422 invalid_arguments), then against the route's
+-- own values: every top-level key of p_expected must match (422
+-- arg_mismatch, a model retargeting a ticket). Past the deadline the receipt
+-- fails with 504 deadline_exceeded. The arguments are kept either way.
+CREATE OR REPLACE FUNCTION convo.fill_receipt(p_receipt_id uuid, p_arguments jsonb, p_expected jsonb DEFAULT '{}')
+RETURNS TABLE (status text, http_status int, error_code text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
+    v_code    text;
+BEGIN
+    IF p_arguments IS NULL OR p_expected IS NULL OR jsonb_typeof(p_expected) <> 'object' THEN
+        RAISE EXCEPTION 'p_arguments and p_expected (a JSON object) are required'
+            USING ERRCODE = 'CV011', DETAIL = format('receipt %s', p_receipt_id);
+    END IF;
+    PERFORM convo_private.check_size('p_arguments', p_arguments, convo.max_request_bytes());
+    PERFORM convo_private.check_size('p_expected', p_expected, convo.max_request_bytes());
+    -- A repeat is the same text (canonical arguments): 500 and 500.0 differ.
+    IF v_receipt.arguments::text = p_arguments::text AND v_receipt.expected::text = p_expected::text THEN
+        RETURN QUERY SELECT v_receipt.status, v_receipt.http_status, v_receipt.error_code;
+        RETURN;
+    END IF;
+    IF v_receipt.status <> 'pending' OR v_receipt.arguments IS NOT NULL THEN
+        RAISE EXCEPTION 'receipt % is % with its arguments filled: it is filled once', p_receipt_id, v_receipt.status
+            USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
+    END IF;
+
+    v_code := CASE
+        WHEN clock_timestamp() > v_receipt.deadline_at THEN 'deadline_exceeded'
+        ELSE convo_private.receipt_arguments_error(v_receipt.tool_name, v_receipt.tool_version, p_arguments, p_expected)
+    END;
+    UPDATE convo.tool_receipts r
+       SET arguments = p_arguments, expected = p_expected, arguments_valid = (v_code IS NULL),
+           filled_at = clock_timestamp(),
+           status = CASE WHEN v_code IS NULL THEN 'pending' ELSE 'failed' END,
+           http_status = CASE WHEN v_code IS NULL THEN NULL WHEN v_code = 'deadline_exceeded' THEN 504 ELSE 422 END,
+           error_code = v_code,
+           settled_at = CASE WHEN v_code IS NOT NULL THEN clock_timestamp() END
+     WHERE r.id = p_receipt_id
+    RETURNING r.status, r.http_status, r.error_code INTO v_receipt.status, v_receipt.http_status, v_receipt.error_code;
+    RETURN QUERY SELECT v_receipt.status, v_receipt.http_status, v_receipt.error_code;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.fill_receipt(uuid, jsonb, jsonb) IS
+    'Check a receipt''s arguments: frozen schema (422 invalid_arguments), then the route''s values (422 arg_mismatch).';
+
+-- head_at: the head at an instant, read from the head log (the last move at
+-- or before p_at); NULL if the conversation had no head yet.
+CREATE OR REPLACE FUNCTION convo.head_at(p_conversation_id uuid, p_at timestamptz)
+RETURNS uuid
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM convo_private.conversation_ref(p_conversation_id);
+    IF p_at IS NULL THEN
+        RAISE EXCEPTION 'p_at is required' USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    RETURN (SELECT l.head_message_id
+              FROM convo.conversation_head_log l
+             WHERE l.conversation_id = p_conversation_id AND l.moved_at <= p_at
+             ORDER BY l.moved_at DESC, l.seq DESC
+             LIMIT 1);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.head_at(uuid, timestamptz) IS
+    'The head at instant p_at, from the head log; NULL before the first head.';
+
+-- move_head: a branch switch: the head names any message of the conversation.
+-- p_reason is free text in lower snake case; 'create' and 'direct_update'
+-- are kept for the database's own log rows.
+CREATE OR REPLACE FUNCTION convo.move_head(
+    p_conversation_id uuid,
+    p_message_id      uuid,
+    p_reason          text DEFAULT 'switch',
+    p_expected_head   uuid DEFAULT NULL,
+    p_moved_by        text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_head uuid;
+BEGIN
+    IF p_reason IS NULL OR p_reason !~ '^[a-z][a-z0-9_]{0,62}$' OR p_reason IN ('create', 'direct_update') THEN
+        RAISE EXCEPTION 'invalid head-move reason %', coalesce(quote_literal(p_reason), 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, message %s', p_conversation_id, p_message_id),
+                  HINT = 'A reason is 1 to 63 characters of a-z, 0-9 and _, starting with a letter; create and direct_update are reserved.';
+    END IF;
+    v_head := convo_private.lock_conversation(p_conversation_id);
+    PERFORM convo_private.message_ref(p_conversation_id, p_message_id);
+    PERFORM convo_private.check_expected_head(p_conversation_id, p_expected_head, v_head);
+    PERFORM convo_private.move_head_to(p_conversation_id, p_message_id, p_reason, p_moved_by);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.move_head(uuid, uuid, text, uuid, text) IS
+    'Switch branch: move the head to any message of the conversation (logged with p_reason); a no-op if it is already there.';
+
+-- path: the live conversation, root to head: what a chat UI reads on every
+-- page load. CV002 for an unknown conversation; empty before the first message.
+CREATE OR REPLACE FUNCTION convo.path(p_conversation_id uuid)
+RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT * FROM convo_private.path_from(p_conversation_id,
+                                  (convo_private.conversation_ref(p_conversation_id)).head_message_id, NULL);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.path(uuid) IS
+    'The live path, root to head (depth 0 first), with parts and sibling position ("< 2/3 >").';
+
+-- path_at: the path that was live at an instant ("which conversation did the
+-- customer see at 14:03"), with sibling counts as they were then; empty if
+-- there was no head yet.
+CREATE OR REPLACE FUNCTION convo.path_at(p_conversation_id uuid, p_at timestamptz)
+RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT * FROM convo_private.path_from(p_conversation_id, convo.head_at(p_conversation_id, p_at), p_at);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.path_at(uuid, timestamptz) IS
+    'The path that was live at instant p_at (root to the head of that time); empty before the first head.';
+
+-- register_tool: the allowlist, kept by the DBA. A version once registered
+-- is frozen: the same settings return the latest version, other settings
+-- make the next one. The schema is checked here (check_args_schema), so a
+-- keyword outside the supported subset is refused and never silently ignored.
+CREATE OR REPLACE FUNCTION convo.register_tool(
+    p_name              text,
+    p_effectful         boolean,
+    p_args_schema       jsonb,
+    p_idempotency_scope text DEFAULT 'tool_call',
+    p_deadline          interval DEFAULT '20 seconds',
+    p_amount_arg        text DEFAULT NULL,
+    p_currency_arg      text DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_latest convo.tools;
+BEGIN
+    IF p_name IS NULL OR p_name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,127}$' THEN
+        RAISE EXCEPTION 'invalid tool name %', coalesce(quote_literal(p_name), 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('tool %s', coalesce(quote_literal(p_name), 'NULL')),
+                  HINT = 'A tool name is 1 to 128 characters of A-Z, a-z, 0-9, _, . and -, not starting with a digit.';
+    END IF;
+    IF p_effectful IS NULL OR p_args_schema IS NULL OR p_deadline IS NULL OR p_idempotency_scope IS NULL THEN
+        RAISE EXCEPTION 'p_effectful, p_args_schema, p_idempotency_scope and p_deadline are required'
+            USING ERRCODE = 'CV011', DETAIL = format('tool %s', p_name);
+    END IF;
+    IF p_idempotency_scope NOT IN ('tool_call', 'conversation_args', 'fork_args') THEN
+        RAISE EXCEPTION 'unknown idempotency scope %', quote_literal(p_idempotency_scope)
+            USING ERRCODE = 'CV011', DETAIL = format('tool %s', p_name), HINT = 'Scopes are tool_call, conversation_args and fork_args.';
+    END IF;
+    IF p_deadline <= interval '0' THEN
+        RAISE EXCEPTION 'the deadline must be positive' USING ERRCODE = 'CV011', DETAIL = format('tool %s, deadline %s', p_name, p_deadline);
+    END IF;
+    PERFORM convo_private.check_size('the argument schema', p_args_schema, convo.max_request_bytes());
+    PERFORM convo_private.check_args_schema(p_args_schema);
+    IF (p_amount_arg IS NOT NULL OR p_currency_arg IS NOT NULL) AND NOT p_effectful THEN
+        RAISE EXCEPTION 'only an effectful tool has amount and currency arguments'
+            USING ERRCODE = 'CV011', DETAIL = format('tool %s', p_name);
+    END IF;
+    IF p_amount_arg IS NOT NULL AND NOT coalesce(p_args_schema -> 'properties' ? p_amount_arg, false)
+       OR p_currency_arg IS NOT NULL AND NOT coalesce(p_args_schema -> 'properties' ? p_currency_arg, false) THEN
+        RAISE EXCEPTION 'the amount and currency arguments must be properties of the schema'
+            USING ERRCODE = 'CV011', DETAIL = format('tool %s, amount %s, currency %s', p_name, p_amount_arg, p_currency_arg);
+    END IF;
+
+    -- Versions of one tool are numbered under a lock on its name.
+    PERFORM pg_advisory_xact_lock(hashtext('convo.tools'), hashtext(p_name));
+    SELECT * INTO v_latest FROM convo.tools t WHERE t.name = p_name ORDER BY t.version DESC LIMIT 1;
+    IF FOUND AND v_latest.effectful = p_effectful AND v_latest.args_schema::text = p_args_schema::text
+       AND v_latest.idempotency_scope = p_idempotency_scope
+       -- '1 day' and '24 hours' compare equal but differ across a DST change: compare as written.
+       AND v_latest.deadline::text = p_deadline::text
+       AND v_latest.amount_arg IS NOT DISTINCT FROM p_amount_arg
+       AND v_latest.currency_arg IS NOT DISTINCT FROM p_currency_arg THEN
+        RETURN v_latest.version;
+    END IF;
+    -- Under REPEATABLE READ a version another transaction committed while
+    -- this one waited for the lock is invisible here: ON CONFLICT then fails
+    -- with a retryable 40001, never a 23505.
+    INSERT INTO convo.tools (name, version, effectful, args_schema, idempotency_scope, deadline, amount_arg, currency_arg)
+    VALUES (p_name, coalesce(v_latest.version, 0) + 1, p_effectful, p_args_schema, p_idempotency_scope, p_deadline,
+            p_amount_arg, p_currency_arg)
+    ON CONFLICT (name, version) DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'tool % got a new version from another transaction: retry', p_name
+            USING ERRCODE = 'serialization_failure', DETAIL = format('tool %s, version %s', p_name, coalesce(v_latest.version, 0) + 1);
+    END IF;
+    RETURN coalesce(v_latest.version, 0) + 1;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.register_tool(text, boolean, jsonb, text, interval, text, text) IS
+    'Allowlist a tool: frozen argument schema (JSON Schema subset), idempotency scope, deadline; returns its version.';
 
 -- self_check: every invariant a DBA can verify on a live database, one row
 -- per check, ok or not with the offenders (the first 10) in detail. It reads
@@ -287,6 +908,128 @@ $$;
 COMMENT ON FUNCTION convo.self_check() IS
     'Every invariant a DBA can verify on a live database: one row per check, ok, and the offenders in detail.';
 
+-- settle_effect: records the outside service's answer: pending to applied
+-- (with its external reference) or failed (with an error code). An exact
+-- repeat is a no-op; anything else on a settled effect raises CV006.
+CREATE OR REPLACE FUNCTION convo.settle_effect(
+    p_conversation_id uuid,
+    p_effect_id       uuid,
+    p_state           text,
+    p_external_ref    text DEFAULT NULL,
+    p_http_status     int DEFAULT NULL,
+    p_error_code      text DEFAULT NULL,
+    p_evidence        jsonb DEFAULT '{}')
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_effect convo.tool_effects;
+BEGIN
+    PERFORM convo_private.lock_conversation(p_conversation_id);
+    v_effect := convo_private.effect_ref(p_conversation_id, p_effect_id);
+    IF p_state IS NULL OR p_state NOT IN ('applied', 'failed') THEN
+        RAISE EXCEPTION 'an effect settles as applied or failed, not %', coalesce(quote_literal(p_state), 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
+    END IF;
+    IF p_state = 'applied' AND (p_external_ref IS NULL OR p_external_ref = '' OR p_error_code IS NOT NULL) THEN
+        RAISE EXCEPTION 'an applied effect needs p_external_ref and no error code'
+            USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
+    END IF;
+    IF p_state = 'failed' AND (p_error_code IS NULL OR p_error_code = '' OR p_external_ref IS NOT NULL) THEN
+        RAISE EXCEPTION 'a failed effect needs p_error_code and no external reference (put it in p_evidence)'
+            USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
+    END IF;
+    IF p_http_status IS NOT NULL AND p_http_status NOT BETWEEN 100 AND 599 THEN
+        RAISE EXCEPTION 'p_http_status % is not an HTTP status', p_http_status
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, effect %s', p_conversation_id, p_effect_id);
+    END IF;
+    IF p_evidence IS NULL THEN
+        RAISE EXCEPTION 'p_evidence is required (''{}'' for none)'
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, effect %s', p_conversation_id, p_effect_id);
+    END IF;
+    IF length(p_external_ref) > convo.max_ref_length() OR length(p_error_code) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'an external reference or error code is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('effect %s', p_effect_id);
+    END IF;
+    PERFORM convo_private.check_size('evidence', p_evidence, convo.max_detail_bytes());
+
+    -- An exact repeat is a no-op, also after the effect moved on (applied,
+    -- then compensated: the settlement's columns stay as they were).
+    IF (v_effect.state = p_state OR (p_state = 'applied' AND v_effect.state = 'compensated'))
+       AND v_effect.external_ref IS NOT DISTINCT FROM p_external_ref
+       AND v_effect.http_status IS NOT DISTINCT FROM p_http_status
+       AND v_effect.error_code IS NOT DISTINCT FROM p_error_code THEN
+        RETURN;
+    END IF;
+    IF v_effect.state <> 'pending' THEN
+        RAISE EXCEPTION 'effect % is %: only a pending effect settles', p_effect_id, v_effect.state
+            USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s, asked %s', p_effect_id, v_effect.state, p_state);
+    END IF;
+    PERFORM convo_private.set_effect_context(session_user, p_evidence);
+    UPDATE convo.tool_effects e
+       SET state = p_state, external_ref = p_external_ref, http_status = p_http_status,
+           error_code = p_error_code, settled_at = clock_timestamp()
+     WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;
+    PERFORM convo_private.set_effect_context(NULL, NULL);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.settle_effect(uuid, uuid, text, text, int, text, jsonb) IS
+    'Settle a pending effect: applied (with the external reference) or failed (with an error code); evidence is logged.';
+
+-- check_parts: the checks on a message's parts as a whole (present, a
+-- non-empty array, under the message cap), with the contract's SQLSTATEs;
+-- each part is checked by message_parts_check. p_where names where the
+-- message was going (its conversation and parent), never the new message's
+-- own id, which is not stored when its parts are refused.
+CREATE OR REPLACE FUNCTION convo_private.check_parts(p_parts jsonb, p_where text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_parts IS NULL THEN
+        RAISE EXCEPTION 'p_parts is required' USING ERRCODE = 'CV011', DETAIL = p_where;
+    END IF;
+    IF jsonb_typeof(p_parts) <> 'array' THEN
+        RAISE EXCEPTION 'p_parts must be a JSON array, not %', jsonb_typeof(p_parts) USING ERRCODE = 'CV008', DETAIL = p_where;
+    END IF;
+    IF jsonb_array_length(p_parts) = 0 THEN
+        RAISE EXCEPTION 'p_parts must not be empty' USING ERRCODE = 'CV008', DETAIL = p_where;
+    END IF;
+    IF octet_length(p_parts::text) > convo.max_message_bytes() THEN
+        RAISE EXCEPTION 'a message is larger than % bytes', convo.max_message_bytes()
+            USING ERRCODE = 'CV010', DETAIL = format('%s: %s bytes', p_where, octet_length(p_parts::text));
+    END IF;
+END;
+$$;
+
+-- conversation_ref: the conversation row for a read, or CV002 when there is
+-- none or the caller may not see its owner (sees_owner: the one owner check
+-- of a read). A read takes no lock: it sees one consistent snapshot.
+CREATE OR REPLACE FUNCTION convo_private.conversation_ref(p_conversation_id uuid)
+RETURNS convo.conversations
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_conversation convo.conversations;
+BEGIN
+    IF p_conversation_id IS NULL THEN
+        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011', DETAIL = 'conversation NULL';
+    END IF;
+    SELECT * INTO v_conversation FROM convo.conversations c WHERE c.id = p_conversation_id;
+    IF NOT FOUND OR NOT convo_private.sees_owner(v_conversation.owner_id) THEN
+        RAISE EXCEPTION 'conversation % does not exist', p_conversation_id
+            USING ERRCODE = 'CV002', DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    RETURN v_conversation;
+END;
+$$;
+
 -- conversations_guard: of a conversation only the head may change, and its
 -- metadata by an erasure (is_erasure, which runs as the owner role); its id,
 -- owner and creation time are fixed, and a head once set is never unset
@@ -329,6 +1072,32 @@ BEGIN
         PERFORM set_config('convo.head_moved_by', session_user, true);
     END IF;
     RETURN NEW;
+END;
+$$;
+
+-- effect_ref: the effect a call names, locked for its transition. CV003 if
+-- it belongs to another conversation, CV002 if there is none.
+CREATE OR REPLACE FUNCTION convo_private.effect_ref(p_conversation_id uuid, p_effect_id uuid)
+RETURNS convo.tool_effects
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_effect convo.tool_effects;
+BEGIN
+    IF p_effect_id IS NULL THEN
+        RAISE EXCEPTION 'p_effect_id is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    SELECT * INTO v_effect FROM convo.tool_effects e
+     WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id
+       FOR UPDATE;
+    IF FOUND THEN
+        RETURN v_effect;
+    END IF;
+    PERFORM convo_private.raise_not_found('effect', p_effect_id::text, p_conversation_id,
+        (SELECT e.conversation_id FROM convo.tool_effects e WHERE e.id = p_effect_id LIMIT 1));
+    RETURN NULL; -- not reached: raise_not_found always raises
 END;
 $$;
 
@@ -405,6 +1174,32 @@ BEGIN
 END;
 $$;
 
+-- generation_ref: the generation a call names, locked for its transition.
+-- CV003 if it belongs to another conversation, CV002 if there is none.
+CREATE OR REPLACE FUNCTION convo_private.generation_ref(p_conversation_id uuid, p_generation_id uuid)
+RETURNS convo.generations
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_generation convo.generations;
+BEGIN
+    IF p_generation_id IS NULL THEN
+        RAISE EXCEPTION 'p_generation_id is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    SELECT * INTO v_generation FROM convo.generations g
+     WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id
+       FOR UPDATE;
+    IF FOUND THEN
+        RETURN v_generation;
+    END IF;
+    PERFORM convo_private.raise_not_found('generation', p_generation_id::text, p_conversation_id,
+        (SELECT g.conversation_id FROM convo.generations g WHERE g.id = p_generation_id LIMIT 1));
+    RETURN NULL; -- not reached: raise_not_found always raises
+END;
+$$;
+
 -- generations_transition: a generation starts streaming and ends once:
 -- streaming to completed, failed or cancelled, and an ended generation never
 -- changes; its identity (prompt, model, params, digest, start) never changes
@@ -448,6 +1243,277 @@ BEGIN
             USING ERRCODE = 'CV006', DETAIL = format('generation %s, message %s, prompt %s', OLD.id, NEW.message_id, OLD.prompt_message_id);
     END IF;
     RETURN NEW;
+END;
+$$;
+
+-- is_retry: recognises a retried write by its client-supplied message id,
+-- before any other check. False when the id is new; true when the stored
+-- message is the same request (role, parts as jsonb text, so 500 and 500.0
+-- differ, and, if asked, parent): the caller
+-- then returns the first result and writes nothing. CV009 when it differs.
+CREATE OR REPLACE FUNCTION convo_private.is_retry(
+    p_conversation_id uuid,
+    p_message_id      uuid,
+    p_role            text,
+    p_parts           jsonb,
+    p_parent_id       uuid,
+    p_match_parent    boolean)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_message convo.messages;
+BEGIN
+    IF p_message_id IS NULL THEN
+        RETURN false;
+    END IF;
+    SELECT * INTO v_message FROM convo.messages m
+     WHERE m.conversation_id = p_conversation_id AND m.id = p_message_id;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF v_message.role IS DISTINCT FROM p_role
+       OR (p_match_parent AND v_message.parent_id IS DISTINCT FROM p_parent_id)
+       OR v_message.parts::text IS DISTINCT FROM p_parts::text THEN
+        RAISE EXCEPTION 'message id % is already used for a different message', p_message_id
+            USING ERRCODE = 'CV009',
+                  DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id),
+                  HINT = 'A retry must repeat the first call exactly; a new message needs a new id.';
+    END IF;
+    RETURN true;
+END;
+$$;
+
+-- lock_conversation: takes the conversation's row lock (FOR NO KEY UPDATE),
+-- which every write to a conversation takes first, so writes to one
+-- conversation serialize; returns the current head. CV002 if it does not
+-- exist or the caller may not write for its owner (writes_owner: the one
+-- owner check of a write).
+CREATE OR REPLACE FUNCTION convo_private.lock_conversation(p_conversation_id uuid)
+RETURNS uuid
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_head  uuid;
+    v_owner text;
+BEGIN
+    IF p_conversation_id IS NULL THEN
+        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011', DETAIL = 'conversation NULL';
+    END IF;
+    SELECT c.head_message_id, c.owner_id INTO v_head, v_owner
+      FROM convo.conversations c
+     WHERE c.id = p_conversation_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND OR NOT convo_private.writes_owner(v_owner) THEN
+        RAISE EXCEPTION 'conversation % does not exist', p_conversation_id
+            USING ERRCODE = 'CV002', DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    RETURN v_head;
+END;
+$$;
+
+-- message_parts_check: every part is well formed for its type and fits its
+-- message's role, and is exactly the element of messages.parts it claims to
+-- be (so the two never disagree); derives type, tool_call_id and tool_name
+-- from the body (CHECK constraints tie them together).
+CREATE OR REPLACE FUNCTION convo_private.message_parts_check()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_msg  convo.messages;
+    v_body jsonb := NEW.body;
+    v_type text;
+    v_where text;
+BEGIN
+    v_msg := convo_private.message_ref(NEW.conversation_id, NEW.message_id);
+    -- The part and where its message was going, not the message's own id:
+    -- a refused part means the message is not stored either.
+    v_where := format('part %s of a new %s message in conversation %s, parent %s', NEW.ordinal, v_msg.role,
+                      NEW.conversation_id, coalesce(v_msg.parent_id::text, 'none (a root)'));
+    IF v_msg.parts -> NEW.ordinal IS DISTINCT FROM v_body THEN
+        RAISE EXCEPTION 'message parts are written with their message, as convo.messages.parts'
+            USING ERRCODE = 'CV005', DETAIL = v_where;
+    END IF;
+    IF octet_length(v_body::text) > convo.max_part_bytes() THEN
+        RAISE EXCEPTION 'a message part is larger than % bytes', convo.max_part_bytes()
+            USING ERRCODE = 'CV010', DETAIL = format('%s: %s bytes', v_where, octet_length(v_body::text));
+    END IF;
+    IF jsonb_typeof(v_body) IS DISTINCT FROM 'object' OR jsonb_typeof(v_body -> 'type') IS DISTINCT FROM 'string' THEN
+        RAISE EXCEPTION 'a message part must be a JSON object with a string "type"'
+            USING ERRCODE = 'CV008', DETAIL = v_where;
+    END IF;
+    v_type := v_body ->> 'type';
+    IF v_type = 'text' THEN
+        IF jsonb_typeof(v_body -> 'text') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION 'a text part needs a string "text"' USING ERRCODE = 'CV008', DETAIL = v_where;
+        END IF;
+    ELSIF v_type = 'tool_use' THEN
+        IF jsonb_typeof(v_body -> 'id') IS DISTINCT FROM 'string' OR v_body ->> 'id' = ''
+           OR jsonb_typeof(v_body -> 'name') IS DISTINCT FROM 'string' OR v_body ->> 'name' = ''
+           OR jsonb_typeof(v_body -> 'input') IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION 'a tool_use part needs a non-empty string "id" and "name" and an object "input"'
+                USING ERRCODE = 'CV008', DETAIL = v_where;
+        END IF;
+        IF length(v_body ->> 'id') > convo_private.max_id_length() THEN
+            RAISE EXCEPTION 'a tool call id is at most % characters', convo_private.max_id_length()
+                USING ERRCODE = 'CV010', DETAIL = format('%s, a tool call id of %s characters', v_where, length(v_body ->> 'id'));
+        END IF;
+        IF v_msg.role <> 'assistant' THEN
+            RAISE EXCEPTION 'tool_use belongs in an assistant message, not a % message', v_msg.role
+                USING ERRCODE = 'CV004', DETAIL = format('%s, tool call %s', v_where, v_body ->> 'id');
+        END IF;
+        IF octet_length((v_body -> 'input')::text) > convo.max_tool_input_bytes() THEN
+            RAISE EXCEPTION 'a tool input is larger than % bytes', convo.max_tool_input_bytes()
+                USING ERRCODE = 'CV010', DETAIL = format('%s, tool call %s', v_where, v_body ->> 'id');
+        END IF;
+        IF EXISTS (SELECT 1 FROM convo.message_parts p
+                    WHERE p.conversation_id = NEW.conversation_id
+                      AND p.type = 'tool_use' AND p.tool_call_id = v_body ->> 'id') THEN
+            RAISE EXCEPTION 'tool call id % is already used in this conversation', v_body ->> 'id'
+                USING ERRCODE = 'CV008', DETAIL = format('%s, tool call %s, conversation %s', v_where, v_body ->> 'id', NEW.conversation_id);
+        END IF;
+    ELSIF v_type = 'tool_result' THEN
+        IF jsonb_typeof(v_body -> 'tool_use_id') IS DISTINCT FROM 'string' OR NOT v_body ? 'content'
+           OR (v_body ? 'is_error' AND jsonb_typeof(v_body -> 'is_error') <> 'boolean') THEN
+            RAISE EXCEPTION 'a tool_result part needs a string "tool_use_id", a "content" and, if given, a boolean "is_error"'
+                USING ERRCODE = 'CV008', DETAIL = v_where;
+        END IF;
+        IF length(v_body ->> 'tool_use_id') > convo_private.max_id_length() THEN
+            RAISE EXCEPTION 'a tool call id is at most % characters', convo_private.max_id_length()
+                USING ERRCODE = 'CV010', DETAIL = format('%s, a tool_use_id of %s characters', v_where, length(v_body ->> 'tool_use_id'));
+        END IF;
+        IF v_msg.role NOT IN ('user', 'tool') THEN
+            RAISE EXCEPTION 'tool_result belongs in a user or tool message, not a % message', v_msg.role
+                USING ERRCODE = 'CV004', DETAIL = v_where;
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM convo.message_parts p
+                        WHERE p.conversation_id = NEW.conversation_id AND p.message_id = v_msg.parent_id
+                          AND p.type = 'tool_use' AND p.tool_call_id = v_body ->> 'tool_use_id') THEN
+            RAISE EXCEPTION 'tool_result names tool call %, which is not a tool_use of the parent message', v_body ->> 'tool_use_id'
+                USING ERRCODE = 'CV008', DETAIL = format('%s, tool call %s, parent %s', v_where, v_body ->> 'tool_use_id', v_msg.parent_id);
+        END IF;
+    ELSIF v_type = 'attachment' THEN
+        IF jsonb_typeof(v_body -> 'uri') IS DISTINCT FROM 'string' OR v_body ->> 'uri' = ''
+           OR jsonb_typeof(v_body -> 'media_type') IS DISTINCT FROM 'string' OR v_body ->> 'media_type' = '' THEN
+            RAISE EXCEPTION 'an attachment part needs a non-empty string "uri" and "media_type"'
+                USING ERRCODE = 'CV008', DETAIL = v_where;
+        END IF;
+    ELSE
+        RAISE EXCEPTION 'unknown message part type "%"', v_type
+            USING ERRCODE = 'CV008', DETAIL = v_where,
+                  HINT = 'Part types are text, tool_use, tool_result and attachment.';
+    END IF;
+    NEW.type := v_type;
+    NEW.tool_call_id := CASE v_type WHEN 'tool_use' THEN v_body ->> 'id' WHEN 'tool_result' THEN v_body ->> 'tool_use_id' END;
+    NEW.tool_name := CASE v_type WHEN 'tool_use' THEN v_body ->> 'name' END;
+    RETURN NEW;
+END;
+$$;
+
+-- messages_fill_tree: checks a new message's role and parts and computes its
+-- place in the tree (depth, sibling_index, branch_id, created_at) from its
+-- parent, whoever inserts it, under the conversation's row lock so that
+-- concurrent writers serialize.
+CREATE OR REPLACE FUNCTION convo_private.messages_fill_tree()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_parent convo.messages;
+    -- Where the message was going: a refused message's own id is not named.
+    v_where  text := format('a new %s message in conversation %s, parent %s', coalesce(NEW.role, 'NULL'),
+                            NEW.conversation_id, coalesce(NEW.parent_id::text, 'none (a root)'));
+BEGIN
+    PERFORM convo_private.lock_conversation(NEW.conversation_id);
+    IF NEW.role IS NULL OR NEW.role NOT IN ('system', 'user', 'assistant', 'tool') THEN
+        RAISE EXCEPTION 'unknown role %', coalesce(quote_literal(NEW.role), 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = v_where, HINT = 'Roles are system, user, assistant and tool.';
+    END IF;
+    PERFORM convo_private.check_parts(NEW.parts, v_where);
+    IF NEW.parent_id IS NULL THEN
+        NEW.depth := 0;
+        SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
+          FROM convo.messages m
+         WHERE m.conversation_id = NEW.conversation_id AND m.parent_id IS NULL;
+        NEW.branch_id := NEW.id;
+    ELSE
+        v_parent := convo_private.message_ref(NEW.conversation_id, NEW.parent_id);
+        NEW.depth := v_parent.depth + 1;
+        SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
+          FROM convo.messages m
+         WHERE m.conversation_id = NEW.conversation_id AND m.parent_id = NEW.parent_id;
+        NEW.branch_id := CASE WHEN NEW.sibling_index = 1 THEN v_parent.branch_id ELSE NEW.id END;
+    END IF;
+    IF NEW.sibling_index = 1 AND NEW.branch_reason IS NOT NULL THEN
+        RAISE EXCEPTION 'a first child has no branch_reason'
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('%s, branch_reason %s', v_where, NEW.branch_reason);
+    END IF;
+    IF NEW.sibling_index > 1 AND NEW.branch_reason IS NULL THEN
+        NEW.branch_reason := 'branch';
+    END IF;
+    NEW.created_at := clock_timestamp();
+    RETURN NEW;
+END;
+$$;
+
+-- path_from: the path from the root to p_head_id, depth 0 first: one index
+-- range scan (branch_id, depth) per segment from path_segments, reading the
+-- stored parts of each message, so it costs close to reading a flat list.
+-- sibling_count comes from the few siblings after the first (messages_forks_idx),
+-- counting, when p_at is given, only those created by then: the "< 1/2 >" the
+-- customer saw at that instant (sibling_index is creation order, so it holds).
+CREATE OR REPLACE FUNCTION convo_private.path_from(p_conversation_id uuid, p_head_id uuid, p_at timestamptz)
+RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    WITH forks AS MATERIALIZED (
+        SELECT f.parent_id, max(f.sibling_index) AS sibling_count
+          FROM convo.messages f
+         WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
+           AND (p_at IS NULL OR f.created_at <= p_at)
+         GROUP BY f.parent_id
+    )
+    SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
+           coalesce((SELECT f.sibling_count FROM forks f WHERE f.parent_id IS NOT DISTINCT FROM m.parent_id), 1)::int
+      FROM convo_private.path_segments(p_conversation_id, p_head_id) s
+      JOIN convo.messages m
+        ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth
+     ORDER BY m.depth;
+END;
+$$;
+
+-- receipt_ref: the receipt a call names, locked for its transition; CV002
+-- if there is none or the caller may not write for its owner.
+CREATE OR REPLACE FUNCTION convo_private.receipt_ref(p_receipt_id uuid)
+RETURNS convo.tool_receipts
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_receipt convo.tool_receipts;
+BEGIN
+    IF p_receipt_id IS NULL THEN
+        RAISE EXCEPTION 'p_receipt_id is required' USING ERRCODE = 'CV011', DETAIL = 'receipt NULL';
+    END IF;
+    SELECT * INTO v_receipt FROM convo.tool_receipts r WHERE r.id = p_receipt_id FOR UPDATE;
+    IF NOT FOUND OR NOT convo_private.writes_owner(v_receipt.owner_id) THEN
+        RAISE EXCEPTION 'receipt % does not exist', p_receipt_id
+            USING ERRCODE = 'CV002', DETAIL = format('receipt %s', p_receipt_id);
+    END IF;
+    RETURN v_receipt;
 END;
 $$;
 
@@ -667,6 +1733,16 @@ RETURN p_new::text = convo_private.redact_row(p_table, p_old)::text
                            ELSE e.conversation_id = (CASE p_table WHEN 'conversations' THEN p_old ->> 'id'
                                                                   ELSE p_old ->> 'conversation_id' END)::uuid
                       END);
+
+-- max_id_length: the cap on an id a caller names as text (an owner id, a
+-- tool call id), in characters: 255, so that every index on them holds
+-- (PostgreSQL's btree refuses entries over about 2.7 kB) and a longer id
+-- is the contract's CV011 or CV010, never a raw 54000.
+CREATE OR REPLACE FUNCTION convo_private.max_id_length()
+RETURNS int
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+RETURN 255;
 
 -- package_triggers: every trigger pgconvo puts on its tables, by what it
 -- guards: append_only (refuse_change, refuse_forgery), head_log (the head

@@ -25,7 +25,7 @@ BEGIN
     SELECT * INTO v_existing FROM convo.generations g WHERE g.conversation_id = p_conversation_id AND g.id = v_id;
     IF FOUND THEN
         IF v_existing.prompt_message_id IS DISTINCT FROM p_prompt_message_id OR v_existing.model <> p_model
-           OR v_existing.params <> p_params OR v_existing.request_digest IS DISTINCT FROM p_request_digest THEN
+           OR v_existing.params::text <> p_params::text OR v_existing.request_digest IS DISTINCT FROM p_request_digest THEN
             RAISE EXCEPTION 'generation id % is already used for a different generation', v_id
                 USING ERRCODE = 'CV009', DETAIL = format('generation %s, conversation %s', v_id, p_conversation_id);
         END IF;
@@ -34,7 +34,8 @@ BEGIN
     PERFORM convo_private.message_ref(p_conversation_id, p_prompt_message_id);
     PERFORM convo_private.check_size('p_params', p_params, convo.max_detail_bytes());
     IF length(p_request_digest) > convo.max_ref_length() THEN
-        RAISE EXCEPTION 'p_request_digest is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
+        RAISE EXCEPTION 'p_request_digest is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('conversation %s, prompt %s', p_conversation_id, p_prompt_message_id);
     END IF;
     INSERT INTO convo.generations (conversation_id, id, prompt_message_id, head_at_begin, model, params, request_digest)
     VALUES (p_conversation_id, v_id, p_prompt_message_id, v_head, p_model, p_params, p_request_digest);

@@ -19,7 +19,13 @@ DECLARE
     v_receipt convo.tool_receipts;
 BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' OR p_request IS NULL OR p_tool_name IS NULL THEN
-        RAISE EXCEPTION 'p_owner_id, p_tool_name and p_request are required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_owner_id, p_tool_name and p_request are required'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, tool %s, key %s', coalesce(p_owner_id, 'NULL'),
+                                                     coalesce(p_tool_name, 'NULL'), coalesce(p_idempotency_key, 'NULL'));
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
     END IF;
     IF NOT convo_private.writes_owner(p_owner_id) THEN
         RAISE EXCEPTION 'this session may not create receipts for owner %', p_owner_id

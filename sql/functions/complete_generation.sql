@@ -25,7 +25,7 @@ BEGIN
         RAISE EXCEPTION 'p_parts and p_usage (a JSON object) are required'
             USING ERRCODE = 'CV011', DETAIL = format('generation %s', p_generation_id);
     END IF;
-    IF v_generation.state = 'completed' AND v_generation.usage = p_usage
+    IF v_generation.state = 'completed' AND v_generation.usage::text = p_usage::text
        AND v_generation.finish_reason IS NOT DISTINCT FROM p_finish_reason
        AND (SELECT m.parts FROM convo.messages m
              WHERE m.conversation_id = p_conversation_id AND m.id = v_generation.message_id) = p_parts THEN
@@ -37,7 +37,8 @@ BEGIN
     END IF;
     PERFORM convo_private.check_size('p_usage', p_usage, convo.max_detail_bytes());
     IF length(p_finish_reason) > convo.max_ref_length() THEN
-        RAISE EXCEPTION 'p_finish_reason is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
+        RAISE EXCEPTION 'p_finish_reason is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('conversation %s, generation %s', p_conversation_id, p_generation_id);
     END IF;
     -- 'regenerate' when the prompt already has an answer; messages_fill_tree
     -- makes any other later child a 'branch'.

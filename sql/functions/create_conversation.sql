@@ -20,7 +20,12 @@ DECLARE
                              THEN jsonb_build_array(jsonb_build_object('type', 'text', 'text', p_system_prompt)) END;
 BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' THEN
-        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_owner_id is required'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL'));
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
     END IF;
     IF NOT convo_private.writes_owner(p_owner_id) THEN
         RAISE EXCEPTION 'this session may not create conversations for owner %', p_owner_id
@@ -30,11 +35,12 @@ BEGIN
                   HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
     END IF;
     IF p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
-        RAISE EXCEPTION 'p_metadata must be a JSON object' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_metadata must be a JSON object'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
     END IF;
     IF octet_length(p_metadata::text) > convo.max_metadata_bytes() THEN
         RAISE EXCEPTION 'conversation metadata is larger than % bytes', convo.max_metadata_bytes()
-            USING ERRCODE = 'CV010', DETAIL = format('%s bytes', octet_length(p_metadata::text));
+            USING ERRCODE = 'CV010', DETAIL = format('owner %s: %s bytes', p_owner_id, octet_length(p_metadata::text));
     END IF;
 
     INSERT INTO convo.conversations (id, owner_id, metadata)
@@ -44,11 +50,13 @@ BEGIN
         -- A retry: the same owner, metadata and system prompt return the first result.
         -- Locked without lock_conversation's owner check: another owner's id is CV009, not CV002.
         SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id FOR NO KEY UPDATE;
+        -- The system prompt is the message the 'create' move named, whatever
+        -- was appended since; compared as text, like the metadata.
         IF v_existing.owner_id IS DISTINCT FROM p_owner_id
-           OR v_existing.metadata IS DISTINCT FROM p_metadata
-           OR (SELECT m.parts FROM convo.messages m
-                WHERE m.conversation_id = v_id AND m.parent_id IS NULL AND m.sibling_index = 1
-                  AND m.role = 'system') IS DISTINCT FROM v_parts THEN
+           OR v_existing.metadata::text IS DISTINCT FROM p_metadata::text
+           OR (SELECT m.parts FROM convo.conversation_head_log l
+                 JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.head_message_id
+                WHERE l.conversation_id = v_id AND l.reason = 'create')::text IS DISTINCT FROM v_parts::text THEN
             RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
                 USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
         END IF;

@@ -16,7 +16,7 @@ DECLARE
 BEGIN
     PERFORM convo_private.conversation_ref(p_conversation_id);
     IF p_tool_call_id IS NULL THEN
-        RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
     END IF;
     SELECT p.tool_name INTO v_tool_name FROM convo.message_parts p
      WHERE p.conversation_id = p_conversation_id AND p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id;

@@ -10,7 +10,11 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' THEN
-        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011', DETAIL = 'owner NULL or empty';
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
     END IF;
     IF p_reason IS NULL OR btrim(p_reason) = '' THEN
         RAISE EXCEPTION 'p_reason is required: say why the content is erased'

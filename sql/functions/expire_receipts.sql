@@ -11,7 +11,7 @@ DECLARE
     v_count int;
 BEGIN
     IF p_now IS NULL THEN
-        RAISE EXCEPTION 'p_now is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_now is required' USING ERRCODE = 'CV011', DETAIL = 'p_now NULL';
     END IF;
     UPDATE convo.tool_receipts r
        SET status = 'failed', http_status = 504, error_code = 'deadline_exceeded', settled_at = clock_timestamp()

@@ -20,7 +20,8 @@ BEGIN
             DETAIL = format('generation %s', p_generation_id);
     END IF;
     IF length(p_error_code) > convo.max_ref_length() THEN
-        RAISE EXCEPTION 'p_error_code is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
+        RAISE EXCEPTION 'p_error_code is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('conversation %s, generation %s', p_conversation_id, p_generation_id);
     END IF;
     PERFORM convo_private.check_size('p_error', p_error, convo.max_detail_bytes());
     IF v_generation.state = 'failed' AND v_generation.error_code = p_error_code AND v_generation.error = p_error THEN

@@ -19,7 +19,8 @@ BEGIN
     END IF;
     PERFORM convo_private.check_size('p_arguments', p_arguments, convo.max_request_bytes());
     PERFORM convo_private.check_size('p_expected', p_expected, convo.max_request_bytes());
-    IF v_receipt.arguments = p_arguments AND v_receipt.expected = p_expected THEN
+    -- A repeat is the same text (canonical arguments): 500 and 500.0 differ.
+    IF v_receipt.arguments::text = p_arguments::text AND v_receipt.expected::text = p_expected::text THEN
         RETURN QUERY SELECT v_receipt.status, v_receipt.http_status, v_receipt.error_code;
         RETURN;
     END IF;

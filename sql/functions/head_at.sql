@@ -10,7 +10,7 @@ AS $$
 BEGIN
     PERFORM convo_private.conversation_ref(p_conversation_id);
     IF p_at IS NULL THEN
-        RAISE EXCEPTION 'p_at is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_at is required' USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
     END IF;
     RETURN (SELECT l.head_message_id
               FROM convo.conversation_head_log l

@@ -11,7 +11,7 @@ AS $$
 BEGIN
     RETURN QUERY
     SELECT * FROM convo_private.path_from(p_conversation_id,
-                                  (convo_private.conversation_ref(p_conversation_id)).head_message_id);
+                                  (convo_private.conversation_ref(p_conversation_id)).head_message_id, NULL);
 END;
 $$;
 

@@ -1,5 +1,6 @@
 -- path_at: the path that was live at an instant ("which conversation did the
--- customer see at 14:03"); empty if there was no head yet.
+-- customer see at 14:03"), with sibling counts as they were then; empty if
+-- there was no head yet.
 CREATE OR REPLACE FUNCTION convo.path_at(p_conversation_id uuid, p_at timestamptz)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
                branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
@@ -10,7 +11,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN QUERY
-    SELECT * FROM convo_private.path_from(p_conversation_id, convo.head_at(p_conversation_id, p_at));
+    SELECT * FROM convo_private.path_from(p_conversation_id, convo.head_at(p_conversation_id, p_at), p_at);
 END;
 $$;
 

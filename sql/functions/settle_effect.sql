@@ -32,10 +32,12 @@ BEGIN
             USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
     END IF;
     IF p_http_status IS NOT NULL AND p_http_status NOT BETWEEN 100 AND 599 THEN
-        RAISE EXCEPTION 'p_http_status % is not an HTTP status', p_http_status USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_http_status % is not an HTTP status', p_http_status
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, effect %s', p_conversation_id, p_effect_id);
     END IF;
     IF p_evidence IS NULL THEN
-        RAISE EXCEPTION 'p_evidence is required (''{}'' for none)' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_evidence is required (''{}'' for none)'
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, effect %s', p_conversation_id, p_effect_id);
     END IF;
     IF length(p_external_ref) > convo.max_ref_length() OR length(p_error_code) > convo.max_ref_length() THEN
         RAISE EXCEPTION 'an external reference or error code is longer than % characters', convo.max_ref_length()
@@ -43,7 +45,10 @@ BEGIN
     END IF;
     PERFORM convo_private.check_size('evidence', p_evidence, convo.max_detail_bytes());
 
-    IF v_effect.state = p_state AND v_effect.external_ref IS NOT DISTINCT FROM p_external_ref
+    -- An exact repeat is a no-op, also after the effect moved on (applied,
+    -- then compensated: the settlement's columns stay as they were).
+    IF (v_effect.state = p_state OR (p_state = 'applied' AND v_effect.state = 'compensated'))
+       AND v_effect.external_ref IS NOT DISTINCT FROM p_external_ref
        AND v_effect.http_status IS NOT DISTINCT FROM p_http_status
        AND v_effect.error_code IS NOT DISTINCT FROM p_error_code THEN
         RETURN;

@@ -11,7 +11,7 @@ DECLARE
     v_conversation convo.conversations;
 BEGIN
     IF p_conversation_id IS NULL THEN
-        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011', DETAIL = 'conversation NULL';
     END IF;
     SELECT * INTO v_conversation FROM convo.conversations c WHERE c.id = p_conversation_id;
     IF NOT FOUND OR NOT convo_private.sees_owner(v_conversation.owner_id) THEN

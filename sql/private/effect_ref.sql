@@ -9,7 +9,8 @@ DECLARE
     v_effect convo.tool_effects;
 BEGIN
     IF p_effect_id IS NULL THEN
-        RAISE EXCEPTION 'p_effect_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_effect_id is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
     END IF;
     SELECT * INTO v_effect FROM convo.tool_effects e
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id

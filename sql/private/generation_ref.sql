@@ -9,7 +9,8 @@ DECLARE
     v_generation convo.generations;
 BEGIN
     IF p_generation_id IS NULL THEN
-        RAISE EXCEPTION 'p_generation_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_generation_id is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
     END IF;
     SELECT * INTO v_generation FROM convo.generations g
      WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id

@@ -1,6 +1,7 @@
 -- is_retry: recognises a retried write by its client-supplied message id,
 -- before any other check. False when the id is new; true when the stored
--- message is the same request (role, parts and, if asked, parent): the caller
+-- message is the same request (role, parts as jsonb text, so 500 and 500.0
+-- differ, and, if asked, parent): the caller
 -- then returns the first result and writes nothing. CV009 when it differs.
 CREATE OR REPLACE FUNCTION convo_private.is_retry(
     p_conversation_id uuid,
@@ -26,7 +27,7 @@ BEGIN
     END IF;
     IF v_message.role IS DISTINCT FROM p_role
        OR (p_match_parent AND v_message.parent_id IS DISTINCT FROM p_parent_id)
-       OR v_message.parts IS DISTINCT FROM p_parts THEN
+       OR v_message.parts::text IS DISTINCT FROM p_parts::text THEN
         RAISE EXCEPTION 'message id % is already used for a different message', p_message_id
             USING ERRCODE = 'CV009',
                   DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id),

@@ -13,7 +13,7 @@ DECLARE
     v_owner text;
 BEGIN
     IF p_conversation_id IS NULL THEN
-        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011', DETAIL = 'conversation NULL';
     END IF;
     SELECT c.head_message_id, c.owner_id INTO v_head, v_owner
       FROM convo.conversations c

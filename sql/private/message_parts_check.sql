@@ -12,9 +12,13 @@ DECLARE
     v_msg  convo.messages;
     v_body jsonb := NEW.body;
     v_type text;
-    v_where text := format('message %s, part %s', NEW.message_id, NEW.ordinal);
+    v_where text;
 BEGIN
     v_msg := convo_private.message_ref(NEW.conversation_id, NEW.message_id);
+    -- The part and where its message was going, not the message's own id:
+    -- a refused part means the message is not stored either.
+    v_where := format('part %s of a new %s message in conversation %s, parent %s', NEW.ordinal, v_msg.role,
+                      NEW.conversation_id, coalesce(v_msg.parent_id::text, 'none (a root)'));
     IF v_msg.parts -> NEW.ordinal IS DISTINCT FROM v_body THEN
         RAISE EXCEPTION 'message parts are written with their message, as convo.messages.parts'
             USING ERRCODE = 'CV005', DETAIL = v_where;
@@ -39,6 +43,10 @@ BEGIN
             RAISE EXCEPTION 'a tool_use part needs a non-empty string "id" and "name" and an object "input"'
                 USING ERRCODE = 'CV008', DETAIL = v_where;
         END IF;
+        IF length(v_body ->> 'id') > convo_private.max_id_length() THEN
+            RAISE EXCEPTION 'a tool call id is at most % characters', convo_private.max_id_length()
+                USING ERRCODE = 'CV010', DETAIL = format('%s, a tool call id of %s characters', v_where, length(v_body ->> 'id'));
+        END IF;
         IF v_msg.role <> 'assistant' THEN
             RAISE EXCEPTION 'tool_use belongs in an assistant message, not a % message', v_msg.role
                 USING ERRCODE = 'CV004', DETAIL = format('%s, tool call %s', v_where, v_body ->> 'id');
@@ -58,6 +66,10 @@ BEGIN
            OR (v_body ? 'is_error' AND jsonb_typeof(v_body -> 'is_error') <> 'boolean') THEN
             RAISE EXCEPTION 'a tool_result part needs a string "tool_use_id", a "content" and, if given, a boolean "is_error"'
                 USING ERRCODE = 'CV008', DETAIL = v_where;
+        END IF;
+        IF length(v_body ->> 'tool_use_id') > convo_private.max_id_length() THEN
+            RAISE EXCEPTION 'a tool call id is at most % characters', convo_private.max_id_length()
+                USING ERRCODE = 'CV010', DETAIL = format('%s, a tool_use_id of %s characters', v_where, length(v_body ->> 'tool_use_id'));
         END IF;
         IF v_msg.role NOT IN ('user', 'tool') THEN
             RAISE EXCEPTION 'tool_result belongs in a user or tool message, not a % message', v_msg.role

@@ -10,13 +10,16 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_parent convo.messages;
+    -- Where the message was going: a refused message's own id is not named.
+    v_where  text := format('a new %s message in conversation %s, parent %s', coalesce(NEW.role, 'NULL'),
+                            NEW.conversation_id, coalesce(NEW.parent_id::text, 'none (a root)'));
 BEGIN
     PERFORM convo_private.lock_conversation(NEW.conversation_id);
     IF NEW.role IS NULL OR NEW.role NOT IN ('system', 'user', 'assistant', 'tool') THEN
         RAISE EXCEPTION 'unknown role %', coalesce(quote_literal(NEW.role), 'NULL')
-            USING ERRCODE = 'CV011', HINT = 'Roles are system, user, assistant and tool.';
+            USING ERRCODE = 'CV011', DETAIL = v_where, HINT = 'Roles are system, user, assistant and tool.';
     END IF;
-    PERFORM convo_private.check_parts(NEW.parts);
+    PERFORM convo_private.check_parts(NEW.parts, v_where);
     IF NEW.parent_id IS NULL THEN
         NEW.depth := 0;
         SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
@@ -34,7 +37,7 @@ BEGIN
     IF NEW.sibling_index = 1 AND NEW.branch_reason IS NOT NULL THEN
         RAISE EXCEPTION 'a first child has no branch_reason'
             USING ERRCODE = 'CV011',
-                  DETAIL = format('message %s, parent %s, branch_reason %s', NEW.id, NEW.parent_id, NEW.branch_reason);
+                  DETAIL = format('%s, branch_reason %s', v_where, NEW.branch_reason);
     END IF;
     IF NEW.sibling_index > 1 AND NEW.branch_reason IS NULL THEN
         NEW.branch_reason := 'branch';

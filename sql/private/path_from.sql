@@ -1,8 +1,10 @@
 -- path_from: the path from the root to p_head_id, depth 0 first: one index
 -- range scan (branch_id, depth) per segment from path_segments, reading the
 -- stored parts of each message, so it costs close to reading a flat list.
--- sibling_count comes from the few siblings after the first (messages_forks_idx).
-CREATE OR REPLACE FUNCTION convo_private.path_from(p_conversation_id uuid, p_head_id uuid)
+-- sibling_count comes from the few siblings after the first (messages_forks_idx),
+-- counting, when p_at is given, only those created by then: the "< 1/2 >" the
+-- customer saw at that instant (sibling_index is creation order, so it holds).
+CREATE OR REPLACE FUNCTION convo_private.path_from(p_conversation_id uuid, p_head_id uuid, p_at timestamptz)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
                branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
 LANGUAGE plpgsql
@@ -15,6 +17,7 @@ BEGIN
         SELECT f.parent_id, max(f.sibling_index) AS sibling_count
           FROM convo.messages f
          WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
+           AND (p_at IS NULL OR f.created_at <= p_at)
          GROUP BY f.parent_id
     )
     SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,

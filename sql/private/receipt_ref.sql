@@ -9,7 +9,7 @@ DECLARE
     v_receipt convo.tool_receipts;
 BEGIN
     IF p_receipt_id IS NULL THEN
-        RAISE EXCEPTION 'p_receipt_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_receipt_id is required' USING ERRCODE = 'CV011', DETAIL = 'receipt NULL';
     END IF;
     SELECT * INTO v_receipt FROM convo.tool_receipts r WHERE r.id = p_receipt_id FOR UPDATE;
     IF NOT FOUND OR NOT convo_private.writes_owner(v_receipt.owner_id) THEN

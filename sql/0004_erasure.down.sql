@@ -1450,6 +1450,8 @@ DROP TRIGGER erasure_places_no_forgery ON convo.erasure_places;
 
 DROP TRIGGER erasure_places_append_only ON convo.erasure_places;
 
+DROP TRIGGER conversations_erasure_only ON convo.conversations;
+
 DROP FUNCTION convo_private.max_id_length;
 
 DROP FUNCTION convo_private.is_erasure;

@@ -1030,10 +1030,10 @@ BEGIN
 END;
 $$;
 
--- conversations_guard: of a conversation only the head may change, and its
--- metadata by an erasure (is_erasure, which runs as the owner role); its id,
--- owner and creation time are fixed, and a head once set is never unset
--- (the head always names a message).
+-- conversations_guard: of a conversation only the head may change (and its
+-- metadata by an erasure: conversations_erasure_only); its id, owner and
+-- creation time are fixed, and a head once set is never unset (the head
+-- always names a message).
 -- It runs as the role that issued the UPDATE (not SECURITY DEFINER), so it
 -- can tell pgconvo's own move (current_user convo_owner, reason and mover
 -- named by move_head_to) from any other: that one is marked direct_update by
@@ -1049,19 +1049,6 @@ BEGIN
        OR NEW.created_at IS DISTINCT FROM OLD.created_at THEN
         RAISE EXCEPTION 'a conversation''s id, owner_id and created_at never change'
             USING ERRCODE = 'CV005', DETAIL = format('conversation %s', OLD.id);
-    END IF;
-    -- Nested, so that only the owner role ever reaches the private call.
-    IF NEW.metadata::text <> OLD.metadata::text THEN
-        IF current_user <> 'convo_owner' THEN
-            RAISE EXCEPTION 'a conversation''s metadata changes only by erasure'
-                USING ERRCODE = 'CV005', DETAIL = format('conversation %s', OLD.id),
-                      HINT = 'convo.erase_conversation and convo.erase_owner redact it.';
-        END IF;
-        IF NOT convo_private.is_erasure('conversations', to_jsonb(OLD), to_jsonb(NEW)) THEN
-            RAISE EXCEPTION 'a conversation''s metadata changes only by erasure'
-                USING ERRCODE = 'CV005', DETAIL = format('conversation %s', OLD.id),
-                      HINT = 'convo.erase_conversation and convo.erase_owner redact it.';
-        END IF;
     END IF;
     IF OLD.head_message_id IS NOT NULL AND NEW.head_message_id IS NULL THEN
         RAISE EXCEPTION 'the head of a conversation cannot be unset'
@@ -1518,9 +1505,10 @@ END;
 $$;
 
 -- refuse_all_but_erasure: the row-level UPDATE guard of the append-only
--- tables that hold content (messages, message_parts, tool_effect_events):
--- every UPDATE raises CV005, for every role, unless it is an erasure
--- (is_erasure: exactly the redaction, in a transaction that recorded it).
+-- tables that hold content (messages, message_parts, tool_effect_events,
+-- and the metadata of conversations): every UPDATE raises CV005, for every
+-- role, unless it is an erasure (is_erasure: exactly the redaction, in a
+-- transaction that recorded it).
 CREATE OR REPLACE FUNCTION convo_private.refuse_all_but_erasure()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -1533,7 +1521,8 @@ BEGIN
     END IF;
     RAISE EXCEPTION 'convo.% is append-only: UPDATE is not allowed', TG_TABLE_NAME
         USING ERRCODE = 'CV005',
-              DETAIL = format('table convo.%s, conversation %s, role %s', TG_TABLE_NAME, OLD.conversation_id, current_user),
+              DETAIL = format('table convo.%s, conversation %s, role %s', TG_TABLE_NAME,
+                              coalesce(to_jsonb(OLD) ->> 'conversation_id', to_jsonb(OLD) ->> 'id'), current_user),
               HINT = 'Nothing in the conversation tree is updated: insert a sibling or move the head instead; '
                      'content is removed only by convo.erase_conversation or convo.erase_owner.';
 END;
@@ -1760,6 +1749,7 @@ BEGIN ATOMIC
         ('conversation_head_log', 'conversation_head_log_append_only', 'append_only'),
         ('conversation_head_log', 'conversation_head_log_no_forgery', 'append_only'),
         ('conversations', 'conversations_no_delete', 'append_only'),
+        ('conversations', 'conversations_erasure_only', 'append_only'),
         ('effect_transitions', 'effect_transitions_fixed', 'append_only'),
         ('generations', 'generations_no_delete', 'append_only'),
         ('message_parts', 'message_parts_append_only', 'append_only'),
@@ -1792,6 +1782,14 @@ BEGIN ATOMIC
         ('tool_effects', 'tool_effects_transition', 'rule'),
         ('tool_receipts', 'tool_receipts_transition', 'rule')) AS t (table_name, trigger_name, guards);
 END;
+
+-- conversations_erasure_only: a conversation's metadata changes only by an
+-- erasure (refuse_all_but_erasure), for every role. UPDATE OF metadata, so
+-- that moving the head, the hot write, never pays for the comparison.
+CREATE OR REPLACE TRIGGER conversations_erasure_only
+    BEFORE UPDATE OF metadata ON convo.conversations
+    FOR EACH ROW EXECUTE FUNCTION convo_private.refuse_all_but_erasure();
+ALTER TABLE convo.conversations ENABLE ALWAYS TRIGGER conversations_erasure_only;
 
 -- erasure_places_append_only: the record of erasures is itself append-only: UPDATE,
 -- DELETE and TRUNCATE raise CV005 for every role but a superuser.

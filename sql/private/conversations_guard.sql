@@ -1,7 +1,7 @@
--- conversations_guard: of a conversation only the head may change, and its
--- metadata by an erasure (is_erasure, which runs as the owner role); its id,
--- owner and creation time are fixed, and a head once set is never unset
--- (the head always names a message).
+-- conversations_guard: of a conversation only the head may change (and its
+-- metadata by an erasure: conversations_erasure_only); its id, owner and
+-- creation time are fixed, and a head once set is never unset (the head
+-- always names a message).
 -- It runs as the role that issued the UPDATE (not SECURITY DEFINER), so it
 -- can tell pgconvo's own move (current_user convo_owner, reason and mover
 -- named by move_head_to) from any other: that one is marked direct_update by
@@ -17,19 +17,6 @@ BEGIN
        OR NEW.created_at IS DISTINCT FROM OLD.created_at THEN
         RAISE EXCEPTION 'a conversation''s id, owner_id and created_at never change'
             USING ERRCODE = 'CV005', DETAIL = format('conversation %s', OLD.id);
-    END IF;
-    -- Nested, so that only the owner role ever reaches the private call.
-    IF NEW.metadata::text <> OLD.metadata::text THEN
-        IF current_user <> 'convo_owner' THEN
-            RAISE EXCEPTION 'a conversation''s metadata changes only by erasure'
-                USING ERRCODE = 'CV005', DETAIL = format('conversation %s', OLD.id),
-                      HINT = 'convo.erase_conversation and convo.erase_owner redact it.';
-        END IF;
-        IF NOT convo_private.is_erasure('conversations', to_jsonb(OLD), to_jsonb(NEW)) THEN
-            RAISE EXCEPTION 'a conversation''s metadata changes only by erasure'
-                USING ERRCODE = 'CV005', DETAIL = format('conversation %s', OLD.id),
-                      HINT = 'convo.erase_conversation and convo.erase_owner redact it.';
-        END IF;
     END IF;
     IF OLD.head_message_id IS NOT NULL AND NEW.head_message_id IS NULL THEN
         RAISE EXCEPTION 'the head of a conversation cannot be unset'

@@ -14,6 +14,7 @@ BEGIN ATOMIC
         ('conversation_head_log', 'conversation_head_log_append_only', 'append_only'),
         ('conversation_head_log', 'conversation_head_log_no_forgery', 'append_only'),
         ('conversations', 'conversations_no_delete', 'append_only'),
+        ('conversations', 'conversations_erasure_only', 'append_only'),
         ('effect_transitions', 'effect_transitions_fixed', 'append_only'),
         ('generations', 'generations_no_delete', 'append_only'),
         ('message_parts', 'message_parts_append_only', 'append_only'),

@@ -5,6 +5,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -40,7 +41,7 @@ func runTests(m *testing.M) int {
 	}
 	srv, err := localpg.StartEphemeral(context.Background(), localpg.Options{})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "tests: starting a PostgreSQL server (or set %s): %v\n", testDatabaseEnv, err)
+		fmt.Fprintln(os.Stderr, "tests:", noServerMessage(err))
 		return 1
 	}
 	defer func() {
@@ -50,4 +51,15 @@ func runTests(m *testing.M) int {
 	}()
 	serverURL = srv.URL("postgres")
 	return m.Run()
+}
+
+// noServerMessage says why the tests have no server to run on and what to
+// do, naming the tests' own variable (not the CLI's DATABASE_URL).
+func noServerMessage(err error) string {
+	if errors.Is(err, localpg.ErrNoBinaries) {
+		return fmt.Sprintf("%v: %s, or set %s to a superuser URL of a server of your own",
+			err, localpg.InstallHint, testDatabaseEnv)
+	}
+	return fmt.Sprintf("starting a PostgreSQL server (or set %s to a superuser URL of a server of your own): %v",
+		testDatabaseEnv, err)
 }

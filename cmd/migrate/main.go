@@ -240,11 +240,11 @@ func databaseURL(ctx context.Context, flagURL string) (url string, local bool, e
 		}
 		return url, false, nil
 	}
-	url, err = localpg.EnsurePersistent(ctx, localDir)
+	p, err := localpg.EnsurePersistent(ctx, localDir)
 	if err != nil {
 		return "", false, fmt.Errorf("starting the local server (set -database or DATABASE_URL to use another): %w", err)
 	}
-	return url, true, nil
+	return p.URL, true, nil
 }
 
 // verify prints convo.self_check() as a table and fails if any check does.

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 func runTests(m *testing.M) int {
 	if url := os.Getenv(testDatabaseEnv); url != "" {
 		serverURL = url
+		defer removeMigrateBinary()
 		return m.Run()
 	}
 	srv, err := localpg.StartEphemeral(context.Background(), localpg.Options{})
@@ -50,6 +51,7 @@ func runTests(m *testing.M) int {
 		}
 	}()
 	serverURL = srv.URL("postgres")
+	defer removeMigrateBinary()
 	return m.Run()
 }
 

@@ -27,7 +27,35 @@ import (
 // holds a PostgreSQL advisory lock while it changes the schema, so two
 // migrators on the same database take turns.
 type Migrator struct {
-	m *migrate.Migrate
+	// DatabaseArg, when not empty, is the -database argument that the
+	// recovery commands of a DirtyError repeat, spelled for the shell
+	// (`'postgres://...'` or `"$DATABASE_URL"`), so that pasting one acts
+	// on the database that is dirty and no other.
+	DatabaseArg string
+
+	m      *migrate.Migrate
+	db     *sql.DB
+	drv    *reportingDriver
+	all    []Migration
+	onStep func(Step)
+}
+
+// Step is one migration that a Migrator applied or reverted.
+type Step struct {
+	// Version and Name name the migration.
+	Version uint
+	Name    string
+	// Up is true when the migration was applied, false when reverted.
+	Up bool
+}
+
+// String reads "0003 trust: applied" or "0003 trust: reverted".
+func (s Step) String() string {
+	what := "applied"
+	if !s.Up {
+		what = "reverted"
+	}
+	return fmt.Sprintf("%04d %s: %s", s.Version, s.Name, what)
 }
 
 // Open connects to the database at url (postgres:// or postgresql://) and
@@ -48,7 +76,8 @@ func Open(url string) (*Migrator, error) {
 // New returns a Migrator over db. The Migrator takes db over: Close closes
 // it, because golang-migrate's driver closes the pool it was given.
 func New(db *sql.DB) (*Migrator, error) {
-	if err := Check(pgconvosql.Migrations); err != nil {
+	all, err := List(pgconvosql.Migrations)
+	if err != nil {
 		return nil, err
 	}
 	src, err := iofs.New(pgconvosql.Migrations, ".")
@@ -60,13 +89,70 @@ func New(db *sql.DB) (*Migrator, error) {
 		src.Close()
 		return nil, fmt.Errorf("preparing the migrations table: %w", err)
 	}
-	m, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
+	g := &Migrator{db: db, all: all}
+	g.drv = &reportingDriver{Driver: drv, report: g.report}
+	m, err := migrate.NewWithInstance("iofs", src, "pgx5", g.drv)
 	if err != nil {
 		src.Close()
 		drv.Close()
 		return nil, fmt.Errorf("setting up golang-migrate: %w", err)
 	}
-	return &Migrator{m: m}, nil
+	g.m = m
+	return g, nil
+}
+
+// OnStep has fn called after each migration that Up, Down or Goto applies
+// or reverts, as it finishes, so that a caller can say what was done even
+// when a later migration fails.
+func (g *Migrator) OnStep(fn func(Step)) {
+	g.onStep = fn
+}
+
+// report turns a finished migration, from version from to version to
+// (database.NilVersion for none), into a Step for the OnStep callback.
+func (g *Migrator) report(from, to int) {
+	if g.onStep == nil {
+		return
+	}
+	s := Step{Version: uint(to), Up: to > from}
+	if !s.Up {
+		s.Version = uint(from)
+	}
+	if s.Version >= 1 && int(s.Version) <= len(g.all) {
+		s.Name = g.all[s.Version-1].Name
+	}
+	g.onStep(s)
+}
+
+// reportingDriver is the pgx driver with a look at what golang-migrate
+// does: it marks the version dirty before each migration and clean after
+// it, so a clean version following a dirty one is a migration that finished.
+// Force sets a clean version alone and reports nothing.
+type reportingDriver struct {
+	database.Driver
+	report  func(from, to int)
+	from    int
+	running bool
+}
+
+// SetVersion records version as golang-migrate asks, and reports a
+// migration that has just finished.
+func (d *reportingDriver) SetVersion(version int, dirty bool) error {
+	if dirty {
+		from, _, err := d.Driver.Version()
+		if err != nil {
+			return err
+		}
+		d.from, d.running = from, true
+	}
+	if err := d.Driver.SetVersion(version, dirty); err != nil {
+		return err
+	}
+	if !dirty && d.running {
+		d.running = false
+		d.report(d.from, version)
+	}
+	return nil
 }
 
 // Close releases the Migrator's connection and closes its database pool.
@@ -85,6 +171,9 @@ func (g *Migrator) Up(ctx context.Context) error {
 
 // Down reverts n migrations, or every applied migration when n is 0.
 // Having nothing to do is success.
+// More steps than there are applied migrations is refused before anything
+// is reverted. Down drops what the down migrations drop, rows and all: see
+// CheckDataLoss for asking first.
 func (g *Migrator) Down(ctx context.Context, n int) error {
 	if n < 0 {
 		return fmt.Errorf("migrating down: step count %d is negative", n)
@@ -92,16 +181,34 @@ func (g *Migrator) Down(ctx context.Context, n int) error {
 	if n == 0 {
 		return g.run(ctx, "migrating all the way down", g.m.Down)
 	}
-	return g.run(ctx, fmt.Sprintf("migrating down %d step(s)", n), func() error { return g.m.Steps(-n) })
+	what := fmt.Sprintf("migrating down %d step(s)", n)
+	if v, dirty, err := g.Version(ctx); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	} else if !dirty && uint(n) > v {
+		return fmt.Errorf("%s: only %d migration(s) are applied; nothing was reverted", what, v)
+	}
+	return g.run(ctx, what, func() error { return g.m.Steps(-n) })
 }
 
-// Goto migrates up or down to version v. Version 0 is not a migration: use
-// Down(ctx, 0) to revert everything.
+// Goto migrates up or down to version v, which must be 0 (nothing
+// applied, the same as Down(ctx, 0)) or one of the embedded migrations.
 func (g *Migrator) Goto(ctx context.Context, v uint) error {
 	if v == 0 {
 		return g.Down(ctx, 0)
 	}
+	if err := g.known(int(v)); err != nil {
+		return fmt.Errorf("migrating to version %d: %w", v, err)
+	}
 	return g.run(ctx, fmt.Sprintf("migrating to version %d", v), func() error { return g.m.Migrate(v) })
+}
+
+// known fails unless v is the version of an embedded migration.
+func (g *Migrator) known(v int) error {
+	if v < 1 || v > len(g.all) {
+		return fmt.Errorf("there is no migration %d: the migrations are 1 (%s) to %d (%s)",
+			v, g.all[0].Name, len(g.all), g.all[len(g.all)-1].Name)
+	}
+	return nil
 }
 
 // Version returns the database's current version, 0 when no migration has
@@ -121,14 +228,20 @@ func (g *Migrator) Version(ctx context.Context) (v uint, dirty bool, err error) 
 }
 
 // Force records version v as applied and clean without running anything;
-// 0 (or -1, golang-migrate's spelling) records that nothing is applied. Use
-// it to recover from a dirty database after repairing the schema by hand.
+// 0 (or -1, golang-migrate's spelling) records that nothing is applied, and
+// any other v must be an embedded migration. Use it to recover from a dirty
+// database after repairing the schema by hand.
 func (g *Migrator) Force(ctx context.Context, v int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if v == 0 {
-		v = -1 // golang-migrate has no version 0; -1 means "none applied".
+		v = database.NilVersion // golang-migrate has no version 0; -1 means "none applied".
+	}
+	if v != database.NilVersion {
+		if err := g.known(v); err != nil {
+			return fmt.Errorf("forcing version %d: %w; nothing was recorded", v, err)
+		}
 	}
 	if err := g.m.Force(v); err != nil {
 		return fmt.Errorf("forcing version %d: %w", v, err)
@@ -139,10 +252,7 @@ func (g *Migrator) Force(ctx context.Context, v int) error {
 // Status lists every embedded migration in version order and marks those
 // the database has applied.
 func (g *Migrator) Status(ctx context.Context) ([]Migration, error) {
-	all, err := List(pgconvosql.Migrations)
-	if err != nil {
-		return nil, err
-	}
+	all := append([]Migration(nil), g.all...)
 	v, dirty, err := g.Version(ctx)
 	if err != nil {
 		return nil, err
@@ -188,14 +298,21 @@ func Hash() string {
 type DirtyError struct {
 	// Version is the migration that did not finish.
 	Version uint
+	// DatabaseArg is the -database argument the recovery commands repeat
+	// (see Migrator.DatabaseArg); empty for none.
+	DatabaseArg string
 }
 
 // Error says what happened and how to recover.
 func (e *DirtyError) Error() string {
+	cmd := "go run ./cmd/migrate"
+	if e.DatabaseArg != "" {
+		cmd += " -database " + e.DatabaseArg
+	}
 	return fmt.Sprintf("database is dirty at version %d (a migration failed half way): "+
-		"repair the schema by hand, then run `go run ./cmd/migrate force %d` (to retry %d) "+
-		"or `go run ./cmd/migrate force %d` (if %d did finish)",
-		e.Version, e.Version-1, e.Version, e.Version, e.Version)
+		"repair the schema by hand, then run `%s force %d` (to retry %d) "+
+		"or `%s force %d` (if %d did finish)",
+		e.Version, cmd, e.Version-1, e.Version, cmd, e.Version, e.Version)
 }
 
 // run calls fn, which is a golang-migrate operation, and turns its errors
@@ -205,6 +322,7 @@ func (g *Migrator) run(ctx context.Context, what string, fn func() error) error 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	g.drv.running = false
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
@@ -233,13 +351,13 @@ func (g *Migrator) run(ctx context.Context, what string, fn func() error) error 
 	}
 	var dirty migrate.ErrDirty
 	if errors.As(err, &dirty) {
-		return fmt.Errorf("%s: %w", what, &DirtyError{Version: uint(dirty.Version)})
+		return fmt.Errorf("%s: %w", what, &DirtyError{Version: uint(dirty.Version), DatabaseArg: g.DatabaseArg})
 	}
 	err = withPostgresError(err)
 	// A migration that failed part way leaves the database dirty: say so,
 	// with the way out, next to the SQL error.
 	if v, isDirty, verr := g.m.Version(); verr == nil && isDirty {
-		return fmt.Errorf("%s: %w\n%w", what, err, &DirtyError{Version: v})
+		return fmt.Errorf("%s: %w\n%w", what, err, &DirtyError{Version: v, DatabaseArg: g.DatabaseArg})
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

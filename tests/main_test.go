@@ -5,6 +5,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -36,11 +37,12 @@ func TestMain(m *testing.M) {
 func runTests(m *testing.M) int {
 	if url := os.Getenv(testDatabaseEnv); url != "" {
 		serverURL = url
+		defer removeMigrateBinary()
 		return m.Run()
 	}
 	srv, err := localpg.StartEphemeral(context.Background(), localpg.Options{})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "tests: starting a PostgreSQL server (or set %s): %v\n", testDatabaseEnv, err)
+		fmt.Fprintln(os.Stderr, "tests:", noServerMessage(err))
 		return 1
 	}
 	defer func() {
@@ -49,5 +51,17 @@ func runTests(m *testing.M) int {
 		}
 	}()
 	serverURL = srv.URL("postgres")
+	defer removeMigrateBinary()
 	return m.Run()
+}
+
+// noServerMessage says why the tests have no server to run on and what to
+// do, naming the tests' own variable (not the CLI's DATABASE_URL).
+func noServerMessage(err error) string {
+	if errors.Is(err, localpg.ErrNoBinaries) {
+		return fmt.Sprintf("%v: %s, or set %s to a superuser URL of a server of your own",
+			err, localpg.InstallHint, testDatabaseEnv)
+	}
+	return fmt.Sprintf("starting a PostgreSQL server (or set %s to a superuser URL of a server of your own): %v",
+		testDatabaseEnv, err)
 }

@@ -2,8 +2,8 @@
 // verbs:
 //
 //	go run ./cmd/migrate [-database URL] up
-//	go run ./cmd/migrate [-database URL] down N | down -all
-//	go run ./cmd/migrate [-database URL] goto V
+//	go run ./cmd/migrate [-database URL] down N | down -all [-force-data-loss]
+//	go run ./cmd/migrate [-database URL] goto V [-force-data-loss]
 //	go run ./cmd/migrate [-database URL] version
 //	go run ./cmd/migrate [-database URL] force V
 //	go run ./cmd/migrate [-database URL] status
@@ -14,6 +14,8 @@
 // command starts (or reuses) under .pgconvo/ in the working directory from
 // the PostgreSQL binaries installed on the machine. stop stops that server
 // (stop-local is another name for it). Flags may come before or after the verb.
+// Every verb but stop first names the database it works on; down and goto
+// refuse to drop tables that hold rows unless given -force-data-loss.
 package main
 
 import (
@@ -22,8 +24,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -41,12 +45,15 @@ verbs:
   up             apply every pending migration
   down N         revert the last N migrations
   down -all      revert every migration
-  goto V         migrate up or down to version V
+  goto V         migrate up or down to version V (0: revert every migration)
   version        print the current version
   force V        record version V as applied without running anything (0: none)
   status         list migrations, applied and pending
   verify         run convo.self_check() and print it; exit 1 if any check fails
   stop           stop the local server under .pgconvo/ (also: stop-local)
+
+down and goto refuse to drop tables that hold rows (the conversations and
+the ledger are a record) unless given -force-data-loss.
 
 The database is -database, else $DATABASE_URL, else a local server under
 .pgconvo/ that this command starts from the installed PostgreSQL binaries.
@@ -68,6 +75,7 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	dbURL := fs.String("database", "", "database URL (postgres://...); default $DATABASE_URL, else the local server")
 	all := fs.Bool("all", false, "with down: revert every migration")
+	forceLoss := fs.Bool("force-data-loss", false, "with down or goto: drop tables even when they hold rows")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -84,6 +92,12 @@ func run(ctx context.Context, args []string) error {
 		return errors.New("no verb given")
 	}
 	verb, rest := words[0], words[1:]
+	if *all && verb != "down" {
+		return fmt.Errorf("-all goes with down, not %s", verb)
+	}
+	if *forceLoss && verb != "down" && verb != "goto" {
+		return fmt.Errorf("-force-data-loss goes with down or goto, not %s", verb)
+	}
 
 	if verb == "stop" || verb == "stop-local" {
 		if err := wantArgs(verb, rest, 0); err != nil {
@@ -100,110 +114,124 @@ func run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-
-	url, local, err := databaseURL(ctx, *dbURL)
+	switch verb {
+	case "up", "down", "goto", "version", "force", "status", "verify":
+	default:
+		fs.Usage()
+		return fmt.Errorf("unknown verb %q", verb)
+	}
+	// Check the arguments before starting a server or connecting.
+	var n int
+	var v int64
+	switch verb {
+	case "up", "version", "status", "verify":
+		err = wantArgs(verb, rest, 0)
+	case "down":
+		switch {
+		case len(rest) == 0 && !*all:
+			err = errors.New("down without N reverts every migration: pass -all to mean it, or N for N steps")
+		case len(rest) == 1 && !*all:
+			if n, err = strconv.Atoi(rest[0]); err != nil || n < 1 {
+				err = fmt.Errorf("down: N must be a positive number, got %q", rest[0])
+			}
+		case len(rest) > 1 || (*all && len(rest) > 0):
+			err = errors.New("down takes either N or -all")
+		}
+	case "goto", "force":
+		if err = wantArgs(verb, rest, 1); err == nil {
+			if v, err = strconv.ParseInt(rest[0], 10, 32); err != nil || v < 0 && !(verb == "force" && v == -1) {
+				err = fmt.Errorf("%s: V must be a version number, got %q", verb, rest[0])
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}
-	m, err := migrator.Open(url)
+
+	db, err := chooseDatabase(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	fmt.Println("database:", db.describe())
+	m, err := migrator.Open(db.url)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	m.DatabaseArg = db.arg
+	steps := 0
+	m.OnStep(func(s migrator.Step) {
+		steps++
+		fmt.Println(s)
+	})
+	noChange := func() {
+		if steps == 0 {
+			fmt.Println("no change")
+		}
+	}
 
 	switch verb {
 	case "up":
-		if err := wantArgs(verb, rest, 0); err != nil {
-			return err
-		}
 		if err := m.Up(ctx); err != nil {
 			return err
 		}
+		noChange()
 		if err := printVersion(ctx, m); err != nil {
 			return err
 		}
-		if local {
-			fmt.Printf("database: %s\nconnect:  psql '%s'\n", url, url)
+		if db.local != nil {
+			fmt.Printf("connect:  psql '%s'\n", db.url)
 		}
 		return nil
 	case "down":
-		n := 0
-		switch {
-		case len(rest) == 0 && !*all:
-			return errors.New("down without N reverts every migration: pass -all to mean it, or N for N steps")
-		case len(rest) == 1 && !*all:
-			if n, err = strconv.Atoi(rest[0]); err != nil || n < 1 {
-				return fmt.Errorf("down: N must be a positive number, got %q", rest[0])
+		cur, _, err := m.Version(ctx)
+		if err != nil {
+			return err
+		}
+		what, to := "down -all", uint(0)
+		if n > 0 {
+			what = fmt.Sprintf("down %d", n)
+			to = cur - min(uint(n), cur) // Down refuses more steps than are applied.
+		}
+		if !*forceLoss && uint(n) <= cur {
+			if err := refuseDataLoss(ctx, m, what, to); err != nil {
+				return err
 			}
-		case len(rest) > 1 || (*all && len(rest) > 0):
-			return errors.New("down takes either N or -all")
 		}
 		if err := m.Down(ctx, n); err != nil {
 			return err
 		}
+		noChange()
 		return printVersion(ctx, m)
 	case "goto":
-		if err := wantArgs(verb, rest, 1); err != nil {
-			return err
-		}
-		v, err := strconv.ParseUint(rest[0], 10, 32)
-		if err != nil {
-			return fmt.Errorf("goto: V must be a version number, got %q", rest[0])
+		if !*forceLoss {
+			if err := refuseDataLoss(ctx, m, "goto "+rest[0], uint(v)); err != nil {
+				return err
+			}
 		}
 		if err := m.Goto(ctx, uint(v)); err != nil {
 			return err
 		}
+		noChange()
 		return printVersion(ctx, m)
 	case "version":
-		if err := wantArgs(verb, rest, 0); err != nil {
-			return err
-		}
 		return printVersion(ctx, m)
 	case "force":
-		if err := wantArgs(verb, rest, 1); err != nil {
-			return err
-		}
-		v, err := strconv.Atoi(rest[0])
-		if err != nil || v < -1 {
-			return fmt.Errorf("force: V must be a version number, got %q", rest[0])
-		}
-		if err := m.Force(ctx, v); err != nil {
+		if err := m.Force(ctx, int(v)); err != nil {
 			return err
 		}
 		return printVersion(ctx, m)
 	case "status":
-		if err := wantArgs(verb, rest, 0); err != nil {
-			return err
-		}
-		list, err := m.Status(ctx)
-		if err != nil {
-			return err
-		}
-		for _, mig := range list {
-			state := "pending"
-			switch {
-			case mig.Dirty:
-				state = "DIRTY"
-			case mig.Applied:
-				state = "applied"
-			}
-			fmt.Printf("%04d  %-8s %s\n", mig.Version, state, mig.Name)
-		}
-		return nil
-	case "verify":
-		if err := wantArgs(verb, rest, 0); err != nil {
-			return err
-		}
-		return verify(ctx, url)
-	default:
-		fs.Usage()
-		return fmt.Errorf("unknown verb %q", verb)
+		return printStatus(ctx, m)
+	default: // verify
+		return verify(ctx, db.url)
 	}
 }
 
 // parseInterspersed parses flags wherever they appear among args and
 // returns the other words in order, so that `up -database URL` works as well
-// as `-database URL up`.
+// as `-database URL up`. A negative number after the verb is a word
+// (force -1), not a flag.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var words []string
 	for {
@@ -216,8 +244,15 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		words = append(words, args[0])
 		args = args[1:]
+		for len(args) > 0 && negativeNumber.MatchString(args[0]) {
+			words = append(words, args[0])
+			args = args[1:]
+		}
 	}
 }
+
+// negativeNumber matches a word like -1.
+var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
 
 // wantArgs fails unless verb got exactly n arguments.
 func wantArgs(verb string, args []string, n int) error {
@@ -227,24 +262,158 @@ func wantArgs(verb string, args []string, n int) error {
 	return nil
 }
 
-// databaseURL picks the database: the flag, else $DATABASE_URL, else the
-// local server, which it starts if needed. local reports the last case.
-func databaseURL(ctx context.Context, flagURL string) (url string, local bool, err error) {
-	url = flagURL
-	if url == "" {
-		url = os.Getenv("DATABASE_URL")
+// database is the database a command works on, and where it came from.
+type database struct {
+	// url is the URL to connect with.
+	url string
+	// arg is the -database argument that repeats this choice in a command
+	// to paste, spelled for the shell; empty for the local server.
+	arg string
+	// from says where url came from: "-database" or "DATABASE_URL".
+	from string
+	// local is the local server, when that is the database.
+	local *localpg.Persistent
+}
+
+// chooseDatabase picks the database: the flag, else $DATABASE_URL, else
+// the local server, which it starts if needed.
+func chooseDatabase(ctx context.Context, flagURL string) (*database, error) {
+	db := &database{url: flagURL, from: "-database", arg: shellQuote(maskURL(flagURL))}
+	if db.url == "" {
+		db.url, db.from, db.arg = os.Getenv("DATABASE_URL"), "DATABASE_URL", `"$DATABASE_URL"`
 	}
-	if url != "" {
-		if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
-			return "", false, errors.New("the database URL must start with postgres:// or postgresql://")
+	if db.url != "" {
+		if !strings.HasPrefix(db.url, "postgres://") && !strings.HasPrefix(db.url, "postgresql://") {
+			return nil, fmt.Errorf("the database URL (%s) must start with postgres:// or postgresql://", db.from)
 		}
-		return url, false, nil
+		return db, nil
 	}
-	url, err = localpg.EnsurePersistent(ctx, localDir)
+	local, err := localpg.EnsurePersistent(ctx, localDir)
 	if err != nil {
-		return "", false, fmt.Errorf("starting the local server (set -database or DATABASE_URL to use another): %w", err)
+		return nil, localServerError(err)
 	}
-	return url, true, nil
+	return &database{url: local.URL, local: local}, nil
+}
+
+// localServerError says why there is no local server, and what to do.
+func localServerError(err error) error {
+	if errors.Is(err, localpg.ErrNoBinaries) {
+		return fmt.Errorf("%w: %s, or give a database with -database or DATABASE_URL", err, localpg.InstallHint)
+	}
+	return fmt.Errorf("starting the local server (give -database or DATABASE_URL to use another database): %w", err)
+}
+
+// describe names the database for the first line of output: its URL with
+// any password masked, and where the choice came from.
+func (db *database) describe() string {
+	switch {
+	case db.local == nil:
+		return fmt.Sprintf("%s (from %s)", maskURL(db.url), db.from)
+	case db.local.Started:
+		return fmt.Sprintf("%s (the local server in %s/, started now for this command; "+
+			"`go run ./cmd/migrate stop` stops it)", db.url, localDir)
+	default:
+		return fmt.Sprintf("%s (the local server in %s/)", db.url, localDir)
+	}
+}
+
+// maskURL returns rawURL with its password, in the user part or a
+// password= parameter, replaced by xxxxx.
+func maskURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	if q := u.Query(); q.Get("password") != "" {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	if password, _ := u.User.Password(); password != "" {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// shellQuote quotes s for a POSIX shell; "" stays "".
+func shellQuote(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// refuseDataLoss fails, naming the tables and their rows, when migrating
+// down to version to would drop tables that hold rows.
+func refuseDataLoss(ctx context.Context, m *migrator.Migrator, what string, to uint) error {
+	err := m.CheckDataLoss(ctx, to)
+	var loss *migrator.DataLossError
+	if errors.As(err, &loss) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s refused: going from version %d to %d would drop tables that hold rows:\n", what, loss.From, loss.To)
+		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, t := range loss.Tables {
+			more, noun := "", "rows"
+			if t.AtLeast {
+				more = "at least "
+			} else if t.Rows == 1 {
+				noun = "row"
+			}
+			fmt.Fprintf(w, "  %s\t%s%d %s\n", t.Table, more, t.Rows, noun)
+		}
+		w.Flush()
+		b.WriteString("nothing was changed. The conversations and the ledger are a record: back them up, " +
+			"then run the same command with -force-data-loss to drop them.")
+		return errors.New(b.String())
+	}
+	if err != nil {
+		return fmt.Errorf("%s refused: %w\nnothing was changed; -force-data-loss goes down without this check", what, err)
+	}
+	return nil
+}
+
+// printStatus prints every migration with its state, and the version.
+func printStatus(ctx context.Context, m *migrator.Migrator) error {
+	list, err := m.Status(ctx)
+	if err != nil {
+		return err
+	}
+	v, dirty, err := m.Version(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "VERSION\tNAME\tSTATE")
+	pending := 0
+	for _, mig := range list {
+		state := "pending"
+		switch {
+		case mig.Dirty:
+			state = "dirty (failed half way)"
+		case mig.Applied:
+			state = "applied"
+		default:
+			pending++
+		}
+		fmt.Fprintf(w, "%04d\t%s\t%s\n", mig.Version, mig.Name, state)
+	}
+	latest := list[len(list)-1].Version
+	if v > latest {
+		fmt.Fprintf(w, "%04d\t?\tapplied, and not in this checkout\n", v)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case dirty:
+		return &migrator.DirtyError{Version: v, DatabaseArg: m.DatabaseArg}
+	case v > latest:
+		fmt.Printf("version %d: newer than this checkout, whose latest is %d\n", v, latest)
+	case pending > 0:
+		fmt.Printf("version %d of %d, %d pending\n", v, latest, pending)
+	default:
+		fmt.Printf("version %d of %d: up to date\n", v, latest)
+	}
+	return nil
 }
 
 // verify prints convo.self_check() as a table and fails if any check does.
@@ -278,7 +447,7 @@ func printVersion(ctx context.Context, m *migrator.Migrator) error {
 	}
 	if dirty {
 		fmt.Printf("version %d (dirty)\n", v)
-		return &migrator.DirtyError{Version: v}
+		return &migrator.DirtyError{Version: v, DatabaseArg: m.DatabaseArg}
 	}
 	fmt.Printf("version %d\n", v)
 	return nil

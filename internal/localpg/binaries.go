@@ -10,9 +10,14 @@ import (
 	"strings"
 )
 
-// ErrNoBinaries says that no PostgreSQL server binaries were found.
-var ErrNoBinaries = errors.New("no PostgreSQL server binaries found: install PostgreSQL " +
-	"(for example `apt-get install postgresql`) or set DATABASE_URL")
+// ErrNoBinaries says that no PostgreSQL server binaries were found. It
+// names no way out: the CLI and the tests each point at their own database
+// variable, after InstallHint.
+var ErrNoBinaries = errors.New("no PostgreSQL server binaries found (initdb, postgres and pg_ctl)")
+
+// InstallHint says how to get the binaries, for a message about
+// ErrNoBinaries to go on from.
+const InstallHint = "install PostgreSQL (for example `apt-get install postgresql`)"
 
 // serverBinaries are the programs localpg runs; a directory counts only if
 // it has all of them.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -36,9 +37,8 @@ func TestFindBinaries(t *testing.T) {
 	if _, err := FindBinaries(); !errors.Is(err, ErrNoBinaries) {
 		t.Fatalf("with no binaries: err = %v, want ErrNoBinaries", err)
 	}
-	if got := ErrNoBinaries.Error(); got != "no PostgreSQL server binaries found: install PostgreSQL "+
-		"(for example `apt-get install postgresql`) or set DATABASE_URL" {
-		t.Fatalf("message = %q", got)
+	if got := ErrNoBinaries.Error(); strings.Contains(got, "DATABASE_URL") {
+		t.Fatalf("message = %q: it must not name a variable, each caller names its own", got)
 	}
 
 	fakeBinDir(t, root, "9.6", serverBinaries...)

@@ -127,7 +127,7 @@ func runPostgres(ctx context.Context, binDir, dir string, u *osUser, opts Option
 		s.waitErr = cmd.Wait()
 		close(s.exited)
 	}()
-	if err := waitReady(ctx, port, opts.StartTimeout, logPath, s.exited); err != nil {
+	if err := waitReady(ctx, port, opts.StartTimeout, logPath, s.gone); err != nil {
 		s.kill()
 		if addrInUse(logPath) {
 			return nil, fmt.Errorf("%w: %w", errAddrInUse, err)
@@ -135,6 +135,16 @@ func runPostgres(ctx context.Context, binDir, dir string, u *osUser, opts Option
 		return nil, err
 	}
 	return s, nil
+}
+
+// gone reports whether the server process has exited.
+func (s *Server) gone() bool {
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // Port returns the TCP port the server listens on at 127.0.0.1.

@@ -119,19 +119,23 @@ func ping(ctx context.Context, port int) error {
 	return conn.Close(ctx)
 }
 
+// errServerGone says that the server died while waitReady waited for it.
+var errServerGone = errors.New("PostgreSQL exited")
+
 // waitReady polls the server at port until it accepts a connection, the
-// timeout passes, or exited is closed (the server died). Failures carry the
-// tail of the server log at logPath.
-func waitReady(ctx context.Context, port int, timeout time.Duration, logPath string, exited <-chan struct{}) error {
+// timeout passes, or gone (which may be nil) reports that the server died.
+// Failures carry the tail of the server log at logPath.
+func waitReady(ctx context.Context, port int, timeout time.Duration, logPath string, gone func() bool) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
 		if last = ping(ctx, port); last == nil {
 			return nil
 		}
+		if gone != nil && gone() {
+			return fmt.Errorf("%w while starting on port %d; log %s ends:\n%s", errServerGone, port, logPath, logTail(logPath))
+		}
 		select {
-		case <-exited:
-			return fmt.Errorf("PostgreSQL exited while starting on port %d; log %s ends:\n%s", port, logPath, logTail(logPath))
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for PostgreSQL on port %d: %w", port, ctx.Err())
 		case <-time.After(100 * time.Millisecond):

@@ -82,8 +82,8 @@ func (u *osUser) checkTraversable(dir string) error {
 		}
 		if !u.canSearch(info) {
 			return fmt.Errorf("the server must run as OS user %s (initdb and postgres refuse root), "+
-				"but %s cannot enter %s (mode %#o): run from a directory that user can reach, "+
-				"`chmod o+x %s`, or set DATABASE_URL", u.name, u.name, p, uint32(info.Mode().Perm()), p)
+				"but %s cannot enter %s (mode %#o): run from a directory that user can reach "+
+				"or `chmod o+x %s`", u.name, u.name, p, uint32(info.Mode().Perm()), p)
 		}
 		if p == filepath.Dir(p) {
 			return nil

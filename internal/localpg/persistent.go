@@ -2,6 +2,7 @@ package localpg
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,52 +23,90 @@ const Database = "pgconvo"
 // persistentStartTimeout bounds the wait for a persistent server to start.
 const persistentStartTimeout = 60 * time.Second
 
+// lockTimeout bounds the wait for another process that is starting or
+// stopping the same local server. The lock goes with the process that holds
+// it, so only a process that hangs makes anyone wait this long.
+const lockTimeout = 3 * time.Minute
+
+// orphanTimeout bounds the wait, after the postmaster died, for the server
+// processes it left behind to notice and exit.
+const orphanTimeout = 10 * time.Second
+
+// Persistent is the local server EnsurePersistent found or started.
+type Persistent struct {
+	// URL is the URL of database pgconvo on it, as the superuser.
+	URL string
+	// Started reports that this call started the server (it was not
+	// running); Initialized, that it also created the cluster with initdb.
+	Started, Initialized bool
+}
+
 // EnsurePersistent starts, or reuses, a long-lived server under dir (the
 // CLI passes ".pgconvo"): data in dir/data, log in dir/postgres.log, port in
 // dir/port (or, when the server's OS user cannot reach dir, in the directory
 // serverDir links from dir/server). The server is started detached with
 // pg_ctl so it outlives this process; stop it with StopPersistent. It
 // creates database pgconvo when missing and returns its URL.
-func EnsurePersistent(ctx context.Context, dir string) (string, error) {
+//
+// Calls for the same dir take turns on the lock file dir/lock, so a second
+// process waits for the first to start the server and then reuses it. A
+// server whose postmaster died (killed, or the machine rebooted) leaves a
+// stale postmaster.pid: it is recognised at once and the server restarted.
+func EnsurePersistent(ctx context.Context, dir string) (*Persistent, error) {
 	u, err := serverUser()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	unlock, err := lockDir(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	dir, err = serverDir(dir, u)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	dataDir := filepath.Join(dir, "data")
 	logPath := filepath.Join(dir, "postgres.log")
 
-	if port, ok := runningPort(dataDir); ok {
-		if err := waitReady(ctx, port, persistentStartTimeout, logPath, nil); err != nil {
-			return "", fmt.Errorf("reusing the local server in %s: %w", dir, err)
+	if pid, port, ok := readPostmasterPID(dataDir); ok {
+		if pidAlive(pid) {
+			err := waitReady(ctx, port, persistentStartTimeout, logPath, func() bool { return !pidAlive(pid) })
+			if err == nil {
+				if err := createDatabase(ctx, port, Database); err != nil {
+					return nil, err
+				}
+				return &Persistent{URL: URL(port, Database)}, nil
+			}
+			if !errors.Is(err, errServerGone) {
+				return nil, fmt.Errorf("reusing the local server in %s: %w", dir, err)
+			}
 		}
-		if err := createDatabase(ctx, port, Database); err != nil {
-			return "", err
+		if err := clearStale(ctx, dir, dataDir, pid); err != nil {
+			return nil, err
 		}
-		return URL(port, Database), nil
 	}
 
 	binDir, err := FindBinaries()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("making %s: %w", dir, err)
+		return nil, fmt.Errorf("making %s: %w", dir, err)
 	}
 	if err := u.chown(dir); err != nil {
-		return "", err
+		return nil, err
 	}
+	p := &Persistent{Started: true}
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
 		if err := initdb(ctx, binDir, dataDir, u, false); err != nil {
-			return "", err
+			return nil, err
 		}
+		p.Initialized = true
 	}
 	port, err := choosePort(dir)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	opts := fmt.Sprintf("-p %d -h 127.0.0.1 -k %s", port, shellQuote(socketDir(dir, port)))
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "pg_ctl"),
@@ -75,16 +114,17 @@ func EnsurePersistent(ctx context.Context, dir string) (string, error) {
 	cmd.Dir = dir
 	u.apply(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("starting the local server with pg_ctl: %w\n%s\nlog %s ends:\n%s",
+		return nil, fmt.Errorf("starting the local server with pg_ctl: %w\n%s\nlog %s ends:\n%s",
 			err, tail(out, 10), logPath, logTail(logPath))
 	}
 	if err := waitReady(ctx, port, persistentStartTimeout, logPath, nil); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := createDatabase(ctx, port, Database); err != nil {
-		return "", err
+		return nil, err
 	}
-	return URL(port, Database), nil
+	p.URL = URL(port, Database)
+	return p, nil
 }
 
 // StopPersistent stops the server EnsurePersistent started under dir, if it
@@ -94,6 +134,14 @@ func StopPersistent(ctx context.Context, dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return false, nil // Never started here: nothing to lock or stop.
+	}
+	unlock, err := lockDir(ctx, dir)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	dir, err = serverDir(dir, u)
 	if err != nil {
 		return false, err
@@ -115,12 +163,48 @@ func StopPersistent(ctx context.Context, dir string) (bool, error) {
 	return true, nil
 }
 
-// runningPort reads dataDir/postmaster.pid and returns the server's port
-// when the process it names is alive.
-func runningPort(dataDir string) (int, bool) {
+// lockDir takes the lock file dir/lock (making dir if needed), waiting while
+// another process holds it, and returns the function that lets it go. It is
+// an flock: the kernel drops it when its holder exits, however it exits.
+func lockDir(ctx context.Context, dir string) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("making %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the lock file %s: %w", path, err)
+	}
+	deadline := time.Now().Add(lockTimeout)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // Closing the file drops the lock.
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("another process has held %s for %v while starting or stopping the local server: "+
+				"find it with `fuser %s` and stop it", path, lockTimeout, path)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for another process to start or stop the local server in %s: %w", dir, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// readPostmasterPID reads dataDir/postmaster.pid: the postmaster's pid and
+// its port. ok is false when there is no such file or it is incomplete.
+func readPostmasterPID(dataDir string) (pid, port int, ok bool) {
 	f, err := os.Open(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	defer f.Close()
 	// Line 1 is the PID, line 4 the port; see postmaster.pid in the docs.
@@ -130,17 +214,109 @@ func runningPort(dataDir string) (int, bool) {
 		lines = append(lines, strings.TrimSpace(sc.Text()))
 	}
 	if len(lines) < 4 {
-		return 0, false
+		return 0, 0, false
 	}
 	pid, err1 := strconv.Atoi(lines[0])
 	port, err2 := strconv.Atoi(lines[3])
 	if err1 != nil || err2 != nil || pid <= 0 {
+		return 0, 0, false
+	}
+	return pid, port, true
+}
+
+// runningPort returns the port of the server whose data is in dataDir when
+// its postmaster is alive.
+func runningPort(dataDir string) (int, bool) {
+	pid, port, ok := readPostmasterPID(dataDir)
+	if !ok || !pidAlive(pid) {
 		return 0, false
 	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return 0, false // Stale: the server crashed or the machine rebooted.
-	}
 	return port, true
+}
+
+// pidAlive reports whether pid is a running PostgreSQL process. A zombie is
+// not: a postmaster that was killed stays one when nobody reaps it (a
+// container whose init does not), and signalling a zombie succeeds, so
+// kill(pid, 0) alone would wait for a server that is gone. Nor is a process
+// of another program that got the pid after a reboot. Without /proc it falls
+// back to kill(pid, 0).
+func pidAlive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		if _, procErr := os.Stat("/proc/self/stat"); procErr != nil {
+			err := syscall.Kill(pid, 0)
+			return err == nil || errors.Is(err, syscall.EPERM)
+		}
+		return false
+	}
+	// The format is "pid (comm) state ...", and comm may hold anything.
+	open, closing := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || closing < open || closing+2 >= len(stat) {
+		return false
+	}
+	comm, state := string(stat[open+1:closing]), stat[closing+2]
+	return strings.Contains(comm, "postgres") && state != 'Z' && state != 'X'
+}
+
+// clearStale makes the data directory startable again after its postmaster
+// (pid) died: it waits for the server processes left behind to exit, then
+// removes the postmaster.pid and socket lock files naming pid, which
+// PostgreSQL would otherwise take for a live server when pid is a zombie.
+func clearStale(ctx context.Context, dir, dataDir string, pid int) error {
+	deadline := time.Now().Add(orphanTimeout)
+	for {
+		left := processesIn(dataDir)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the local server in %s is not running (postmaster %d is gone), but processes %v "+
+				"still use its data directory: stop them, then retry", dir, pid, left)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	locks, _ := filepath.Glob(filepath.Join(dir, ".s.PGSQL.*.lock"))
+	locks = append(locks, filepath.Join(dataDir, "postmaster.pid"))
+	for _, path := range locks {
+		body, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		first, _, _ := strings.Cut(string(body), "\n")
+		if strings.TrimSpace(first) != strconv.Itoa(pid) {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing the stale %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// processesIn returns the live processes whose working directory is
+// dataDir: PostgreSQL's server processes all run there. Without /proc it
+// finds none.
+func processesIn(dataDir string) []int {
+	want, err := filepath.EvalSymlinks(dataDir)
+	if err != nil {
+		return nil
+	}
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil && cwd == want {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // choosePort returns the port recorded in dir/port when it is still free,

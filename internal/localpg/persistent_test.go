@@ -1,0 +1,150 @@
+package localpg
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// persistentDir returns a fresh directory for a persistent server, in a
+// parent the server's OS user can enter (so no /var/tmp fallback is made),
+// and stops the server and removes everything when the test ends. It skips
+// the test when there are no server binaries.
+func persistentDir(t *testing.T) string {
+	t.Helper()
+	if _, err := FindBinaries(); err != nil {
+		t.Skip(err)
+	}
+	parent, err := os.MkdirTemp("", "pgconvo-persistent-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, ".pgconvo")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := StopPersistent(ctx, dir); err != nil {
+			t.Errorf("stopping the server in %s: %v", dir, err)
+		}
+		os.RemoveAll(parent)
+	})
+	return dir
+}
+
+// requirePing fails the test unless the server at port answers.
+func requirePing(t *testing.T, dir string) {
+	t.Helper()
+	port, ok := runningPort(filepath.Join(dir, "data"))
+	if !ok {
+		t.Fatalf("no server is running in %s", dir)
+	}
+	if err := ping(context.Background(), port); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnsurePersistentConcurrent is two `migrate up` at once in a fresh
+// clone: one initdbs and starts the server while the other waits on the
+// lock file, then reuses it.
+func TestEnsurePersistentConcurrent(t *testing.T) {
+	dir := persistentDir(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	results := make([]*Persistent, 2)
+	errs := make([]error, 2)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = EnsurePersistent(ctx, dir)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("EnsurePersistent #%d: %v", i+1, err)
+		}
+	}
+	a, b := results[0], results[1]
+	if a.URL != b.URL {
+		t.Fatalf("two URLs for one server: %s and %s", a.URL, b.URL)
+	}
+	if a.Started == b.Started || a.Initialized == b.Initialized || a.Started != a.Initialized {
+		t.Fatalf("want exactly one call to initdb and start the server: %+v, %+v", a, b)
+	}
+	requirePing(t, dir)
+
+	again, err := EnsurePersistent(ctx, dir)
+	if err != nil || again.Started || again.URL != a.URL {
+		t.Fatalf("a third call should reuse the server: %+v, %v", again, err)
+	}
+}
+
+// TestEnsurePersistentAfterKill kills the postmaster with SIGKILL, as an
+// OOM killer or a crashed machine would, and requires the next call to see
+// that the postmaster.pid it left is stale and start the server again
+// within seconds (the dead postmaster may stay a zombie, which signals as
+// alive).
+func TestEnsurePersistentAfterKill(t *testing.T) {
+	dir := persistentDir(t)
+	ctx := context.Background()
+	first, err := EnsurePersistent(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "data")
+	pid, _, ok := readPostmasterPID(dataDir)
+	if !ok {
+		t.Fatal("no postmaster.pid after starting")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Go on as soon as the postmaster is dead, a zombie or gone: waiting
+	// for it to be reaped would hide what a zombie does.
+	for {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || bytes.Contains(stat, []byte(") Z ")) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	start := time.Now()
+	second, err := EnsurePersistent(ctx, dir)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("after the kill: %v", err)
+	}
+	if took > 15*time.Second {
+		t.Fatalf("recovering took %v, want under 15s", took)
+	}
+	if !second.Started || second.Initialized || second.URL != first.URL {
+		t.Fatalf("want the server restarted on its data and port: %+v, first %+v", second, first)
+	}
+	requirePing(t, dir)
+	t.Logf("recovered in %v", took)
+}
+
+// TestPidAlive: this process is alive (it is no postgres, so it does not
+// count), and a zombie is not.
+func TestPidAlive(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	if pidAlive(os.Getpid()) {
+		t.Fatal("the test binary counts as a live postgres")
+	}
+	if pidAlive(1 << 30) {
+		t.Fatal("a pid that does not exist counts as alive")
+	}
+}

@@ -105,6 +105,68 @@ var boundaryChecks = map[uint]boundaryCheck{
 				AND has_function_privilege('public', oid, 'EXECUTE')`)
 		},
 	},
+	// 0004 lets a schema be true or false (the registry's CHECK with it):
+	// tools registered before keep validating as they did, a boolean schema
+	// registers, and a deep input is rejected instead of failing the append.
+	// Going down restores the object-only CHECK (with no boolean schema
+	// registered; see TestMigration0004DownWithBooleanSchemas).
+	4: {
+		before: func(t *testing.T, db *pgxpool.Pool) {
+			mustExec(t, db, `SELECT convo.create_conversation('owner-4', 'You sell credits.', '{}', 'c0000000-0000-4000-8000-0000000000f4')`)
+			mustExec(t, db, `SELECT convo.register_tool('buy', true, '{"type": "object", "required": ["amount_minor"]}')`)
+		},
+		after: func(t *testing.T, db *pgxpool.Pool) {
+			requireEqual(t, "self_check", queryRow[bool](t, db, `SELECT bool_and(ok) FROM convo.self_check()`), true)
+			mustExec(t, db, `SELECT convo.append_message('c0000000-0000-4000-8000-0000000000f4', 'assistant',
+				'[{"type":"tool_use","id":"toolu_4a","name":"buy","input":{"amount_minor":500}},
+				  {"type":"tool_use","id":"toolu_4b","name":"buy","input":{}},
+				  {"type":"tool_use","id":"toolu_4c","name":"buy","input":`+nestedObjects(100, "1")+`}]')`)
+			requireSlice(t, "decisions", queryRowsAs[string](t, db, `SELECT decision FROM convo.tool_effect_calls
+				WHERE conversation_id = 'c0000000-0000-4000-8000-0000000000f4' ORDER BY tool_call_id`),
+				[]string{"execute", "rejected", "rejected"})
+			ctx := context.Background()
+			tx, err := db.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			var version int
+			if err := tx.QueryRow(ctx, `SELECT convo.register_tool('anything', true, 'true')`).Scan(&version); err != nil {
+				t.Fatalf("registering a true schema after 0004: %v", err)
+			}
+		},
+		down: func(t *testing.T, db *pgxpool.Pool) {
+			requireCount(t, db, 1, `SELECT count(*) FROM pg_constraint WHERE conname = 'tools_args_schema_check'
+				AND pg_get_constraintdef(oid) LIKE '%= ''object''%'`)
+			_, err := db.Exec(context.Background(), `SELECT convo.register_tool('anything', true, 'true')`)
+			requireSQLState(t, err, "CV011")
+			requireCount(t, db, 3, `SELECT count(*) FROM convo.tool_effect_calls WHERE conversation_id = 'c0000000-0000-4000-8000-0000000000f4'`)
+		},
+	},
+}
+
+// TestMigration0004DownWithBooleanSchemas: a tool registered with a
+// boolean schema is frozen and the old CHECK cannot hold it, so going below
+// 0004 is refused with a message naming the tools, and the database stays
+// as it was (the down runs in one transaction).
+func TestMigration0004DownWithBooleanSchemas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, dbURL := newEmptyDB(t)
+	m := newMigrator(t, dbURL)
+	if err := m.Goto(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	pool := newPool(t, dbURL, pgx.QueryExecModeDescribeExec)
+	mustExec(t, pool, `SELECT convo.register_tool('anything', true, 'true')`)
+	mustExec(t, pool, `SELECT convo.register_tool('nothing', true, 'false')`)
+	err := m.Goto(ctx, 3)
+	if err == nil || !strings.Contains(err.Error(), "cannot reverse 0004_schema_suite") || !strings.Contains(err.Error(), "anything v1, nothing v1") {
+		t.Fatalf("going below 0004 with boolean schemas: want the refusal naming the tools, got %v", err)
+	}
+	requireCount(t, pool, 2, `SELECT count(*) FROM convo.tools WHERE jsonb_typeof(args_schema) = 'boolean'`)
+	requireCount(t, pool, 1, `SELECT count(*) FROM pg_constraint WHERE conname = 'tools_args_schema_check'
+		AND pg_get_constraintdef(oid) LIKE '%''boolean''%'`)
 }
 
 // TestMigrationSetIsWellFormed checks the embedded migrations in plain Go:

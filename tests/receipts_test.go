@@ -663,6 +663,9 @@ func TestReceiptDirectChanges(t *testing.T) {
 		{name: "unfill", code: "CV006", args: []any{filled.ID}, sql: upd + `arguments = NULL, expected = NULL, arguments_valid = NULL, filled_at = NULL WHERE id = $1`},
 		{name: "mark arguments that fail the schema valid", code: "CV006", args: []any{pending.ID},
 			sql: upd + `arguments = '{"ticket_id": 1008}', expected = '{}', arguments_valid = true, filled_at = now() WHERE id = $1`},
+		// No arguments at all are invalid arguments (args_errors refuses SQL NULL with CV011).
+		{name: "mark missing arguments valid", code: "CV006", args: []any{pending.ID},
+			sql: upd + `arguments_valid = true, filled_at = now() WHERE id = $1`},
 		{name: "mark a retargeted ticket valid", code: "CV006", args: []any{pending.ID},
 			sql: upd + `arguments = '{"ticket_id": "TCK-EVIL", "summary": "s"}', expected = '{"ticket_id": "TCK-1008"}', arguments_valid = true, filled_at = now() WHERE id = $1`},
 		{name: "every receipt, one statement", code: "CV006", sql: upd + `created_at = created_at - interval '1 day'`},

@@ -157,6 +157,36 @@ const schemaSuite = `[
 	{"description": "false and null", "data": {"f": false, "n": null}, "valid": true},
 	{"description": "zero is not false, zero is not null", "data": {"f": 0, "n": 0}, "valid": false,
 	 "errors": ["$.f: const: must be false", "$.n: const: must be null"]}]},
+{"description": "the schema true accepts anything", "schema": true, "tests": [
+	{"description": "an object", "data": {"a": [1, {"b": null}]}, "valid": true},
+	{"description": "null", "data": null, "valid": true},
+	{"description": "a string", "data": "x", "valid": true}]},
+{"description": "the schema false accepts nothing", "schema": false, "tests": [
+	{"description": "an empty object", "data": {}, "valid": false, "errors": ["$: false: no value is allowed"]},
+	{"description": "null", "data": null, "valid": false, "errors": ["$: false: no value is allowed"]},
+	{"description": "false", "data": false, "valid": false}]},
+{"description": "boolean property schemas", "schema": {"type": "object", "properties": {"yes": true, "no": false, "odd key": false}}, "tests": [
+	{"description": "the true property, any value", "data": {"yes": [1, "x"]}, "valid": true},
+	{"description": "neither", "data": {"other": 1}, "valid": true},
+	{"description": "the false property, even as null", "data": {"yes": 1, "no": null}, "valid": false, "errors": ["$.no: false: no value is allowed"]},
+	{"description": "a false property whose key needs quoting", "data": {"odd key": 1}, "valid": false, "errors": ["$[\"odd key\"]: false: no value is allowed"]}]},
+{"description": "items false", "schema": {"items": false}, "tests": [
+	{"description": "an empty array", "data": [], "valid": true},
+	{"description": "every element fails", "data": [1, "a"], "valid": false, "errors": ["$[0]: false: no value is allowed", "$[1]: false: no value is allowed"]},
+	{"description": "an object is not an array", "data": {"0": 1}, "valid": true}]},
+{"description": "items true", "schema": {"type": "array", "items": true, "maxItems": 2}, "tests": [
+	{"description": "any elements", "data": [{}, null], "valid": true},
+	{"description": "too many", "data": [1, 2, 3], "valid": false, "errors": ["$: maxItems 2"]}]},
+{"description": "false deep down", "schema": {"properties": {"a": {"items": {"properties": {"b": false}}}}}, "tests": [
+	{"description": "b absent", "data": {"a": [{}, {"c": 1}]}, "valid": true},
+	{"description": "b present in the second element", "data": {"a": [{}, {"b": 1}]}, "valid": false, "errors": ["$.a[1].b: false: no value is allowed"]}]},
+{"description": "an empty enum matches nothing", "schema": {"enum": []}, "tests": [
+	{"description": "null", "data": null, "valid": false, "errors": ["$: enum: must be one of []"]},
+	{"description": "an empty array", "data": [], "valid": false},
+	{"description": "a number", "data": 1, "valid": false}]},
+{"description": "an empty enum on an optional property", "schema": {"properties": {"never": {"enum": []}}}, "tests": [
+	{"description": "absent", "data": {}, "valid": true},
+	{"description": "present", "data": {"never": "x"}, "valid": false, "errors": ["$.never: enum: must be one of []"]}]},
 {"description": "minLength counts characters", "schema": {"minLength": 2}, "tests": [
 	{"description": "longer", "data": "foo", "valid": true},
 	{"description": "exactly", "data": "fo", "valid": true},
@@ -367,8 +397,9 @@ func TestArgsErrorsNamesEveryFailure(t *testing.T) {
 }
 
 // TestRegisterToolRefusesUnsupportedSchemas: a schema keyword outside the
-// subset, a malformed value of a supported one, or a schema that is not an
-// object is refused with CV011, wherever it sits, and no tool is written.
+// subset, a malformed value of a supported one, or a schema that is neither
+// an object nor true or false is refused with CV011, wherever it sits, and no
+// tool is written.
 // The error names the keyword and where it is.
 func TestRegisterToolRefusesUnsupportedSchemas(t *testing.T) {
 	t.Parallel()
@@ -417,7 +448,6 @@ func TestRegisterToolRefusesUnsupportedSchemas(t *testing.T) {
 		{"type an object", `{"type": {"name": "string"}}`, []string{"type"}},
 		{"required not an array", `{"required": "a"}`, []string{"required"}},
 		{"required with a number", `{"required": ["a", 1]}`, []string{"required"}},
-		{"enum empty", `{"enum": []}`, []string{"enum"}},
 		{"enum not an array", `{"enum": "a"}`, []string{"enum"}},
 		{"pattern not a regex", `{"pattern": "("}`, []string{"pattern"}},
 		{"pattern an unclosed class", `{"pattern": "[a-"}`, []string{"pattern"}},
@@ -425,13 +455,15 @@ func TestRegisterToolRefusesUnsupportedSchemas(t *testing.T) {
 		{"minimum a string", `{"minimum": "1"}`, []string{"minimum"}},
 		{"maximum null", `{"maximum": null}`, []string{"maximum"}},
 		{"properties an array", `{"properties": [{"type": "string"}]}`, []string{"properties"}},
-		{"a property schema that is not an object", `{"properties": {"a": true}}`, []string{"$.properties.a"}},
+		{"a property schema that is a number", `{"properties": {"a": 1}}`, []string{"$.properties.a"}},
+		{"a property schema that is null", `{"properties": {"a": null}}`, []string{"$.properties.a"}},
 		{"additionalProperties a string", `{"additionalProperties": "no"}`, []string{"additionalProperties"}},
-		{"items a boolean", `{"items": true}`, []string{"$.items"}},
+		{"items a string", `{"items": "integer"}`, []string{"$.items"}},
+		{"a schema-valued additionalProperties inside items", `{"items": {"additionalProperties": {}}}`, []string{"additionalProperties", "$.items"}},
 		// Not a schema at all.
 		{"an array", `[{"type": "string"}]`, nil},
 		{"a string", `"object"`, nil},
-		{"true", `true`, nil},
+		{"a number", `1`, nil},
 		{"null", `null`, nil},
 		// At nested paths.
 		{"format in a property", `{"type": "object", "properties": {"email": {"type": "string", "format": "email"}}}`,

@@ -2,7 +2,8 @@
 -- NULL: 'invalid_arguments' when they fail the tool version's frozen
 -- schema, else 'arg_mismatch' when a top-level key of the route's expected
 -- values differs. Shared by fill_receipt and tool_receipts_transition, so a
--- direct UPDATE cannot mark bad arguments valid either.
+-- direct UPDATE cannot mark bad arguments valid either; no arguments at all
+-- (SQL NULL, which args_errors refuses with CV011) are invalid too.
 CREATE OR REPLACE FUNCTION convo_private.receipt_arguments_error(
     p_tool_name    text,
     p_tool_version int,
@@ -14,6 +15,9 @@ STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF p_arguments IS NULL THEN
+        RETURN 'invalid_arguments';
+    END IF;
     IF cardinality(convo.args_errors((SELECT t.args_schema FROM convo.tools t
                                        WHERE t.name = p_tool_name AND t.version = p_tool_version),
                                      p_arguments)) > 0 THEN

@@ -37,7 +37,11 @@ DECLARE
 BEGIN
     IF p_schema IS NULL OR p_value IS NULL OR p_path IS NULL THEN
         RAISE EXCEPTION 'p_schema, p_value and p_path are required'
-            USING ERRCODE = 'CV011', HINT = 'JSON null is the jsonb value ''null'', not SQL NULL.';
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('%s is SQL NULL', concat_ws(', ', CASE WHEN p_schema IS NULL THEN 'p_schema' END,
+                                                          CASE WHEN p_value IS NULL THEN 'p_value' END,
+                                                          CASE WHEN p_path IS NULL THEN 'p_path' END)),
+                  HINT = 'JSON null is the jsonb value ''null'', not SQL NULL.';
     END IF;
     -- The nesting cap, measured by one bounded jsonpath walk (it looks no
     -- deeper than level 64): is there an array or object at level 64, that

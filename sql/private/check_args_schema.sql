@@ -25,7 +25,8 @@ DECLARE
 BEGIN
     IF jsonb_path_exists(p_schema, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")') THEN
         RAISE EXCEPTION 'the schema at % is nested deeper than 64 levels of arrays and objects', p_path
-            USING ERRCODE = 'CV011', HINT = 'Argument schemas and the values checked against them are capped at 64 levels of nesting.';
+            USING ERRCODE = 'CV011', DETAIL = format('schema path %s', p_path),
+                  HINT = 'Argument schemas and the values checked against them are capped at 64 levels of nesting.';
     END IF;
     WHILE v_top > 0 LOOP
         v_schema := v_schemas[v_top];
@@ -33,7 +34,8 @@ BEGIN
         v_top := v_top - 1;
         CONTINUE WHEN jsonb_typeof(v_schema) = 'boolean';
         IF jsonb_typeof(v_schema) IS DISTINCT FROM 'object' THEN
-            RAISE EXCEPTION 'schema at % must be a JSON object, true or false', v_path USING ERRCODE = 'CV011';
+            RAISE EXCEPTION 'schema at % must be a JSON object, true or false', v_path
+                USING ERRCODE = 'CV011', DETAIL = format('schema path %s, a %s', v_path, jsonb_typeof(v_schema));
         END IF;
         FOR v_key, v_value IN SELECT * FROM jsonb_each(v_schema) LOOP
             v_bad := NULL;
@@ -98,7 +100,7 @@ BEGIN
                 END IF;
             ELSE
                 RAISE EXCEPTION 'unsupported JSON Schema keyword "%" at %', v_key, v_path
-                    USING ERRCODE = 'CV011',
+                    USING ERRCODE = 'CV011', DETAIL = format('schema path %s, keyword %s', v_path, v_key),
                           HINT = 'Supported: type, properties, required, additionalProperties (boolean), enum, const, '
                               || 'minLength, maxLength, pattern, minimum, maximum, items (one schema), minItems, maxItems; '
                               || 'annotations title, description, $comment, examples, default; true and false as schemas.';

@@ -37,15 +37,15 @@ BEGIN
             RAISE EXCEPTION 'a text part needs a string "text"' USING ERRCODE = 'CV008', DETAIL = v_where;
         END IF;
     ELSIF v_type = 'tool_use' THEN
-        -- A tool call id is unique within its conversation through a btree
-        -- index, whose entries are capped at about 2.7 kB: 255 characters
-        -- (1020 bytes at most) stay well under it.
-        IF jsonb_typeof(v_body -> 'id') IS DISTINCT FROM 'string' OR v_body ->> 'id' = '' OR length(v_body ->> 'id') > 255
+        IF jsonb_typeof(v_body -> 'id') IS DISTINCT FROM 'string' OR v_body ->> 'id' = ''
            OR jsonb_typeof(v_body -> 'name') IS DISTINCT FROM 'string' OR v_body ->> 'name' = ''
            OR jsonb_typeof(v_body -> 'input') IS DISTINCT FROM 'object' THEN
-            RAISE EXCEPTION 'a tool_use part needs a string "id" of 1 to 255 characters, a non-empty string "name" and an object "input"'
+            RAISE EXCEPTION 'a tool_use part needs a non-empty string "id" and "name" and an object "input"'
                 USING ERRCODE = 'CV008', DETAIL = v_where;
         END IF;
+        -- A tool call id is unique within its conversation through a btree
+        -- index, whose entries are capped at about 2.7 kB: max_id_length's
+        -- 255 characters (1020 bytes at most) stay well under it.
         IF length(v_body ->> 'id') > convo_private.max_id_length() THEN
             RAISE EXCEPTION 'a tool call id is at most % characters', convo_private.max_id_length()
                 USING ERRCODE = 'CV010', DETAIL = format('%s, a tool call id of %s characters', v_where, length(v_body ->> 'id'));

@@ -1,4 +1,6 @@
--- 0004_erasure down: reverses 0004_erasure.up.sql.
+-- 0005_erasure: erasure that reaches every copy, and the contract's sharp
+-- edges. Content is redacted in place, its shape kept, by one recorded path
+-- that the append-only and state-machine triggers let through and nothing else.
 
 -- Act as the owner role: a migrating role that is not a superuser becomes
 -- a member for this transaction only (it needs CREATEROLE for that).
@@ -11,6 +13,209 @@ BEGIN
 END;
 $$;
 SELECT set_config('role', 'convo_owner', true);
+
+-- The record of every erasure (who, when, why), written before the
+-- redaction it authorises: is_erasure lets a redaction through only in the
+-- transaction that recorded its erasure here (xact). Owner-scoped.
+CREATE TABLE convo.erasures (
+    owner_id        text        NOT NULL CHECK (owner_id <> ''),
+    id              uuid        NOT NULL,
+    conversation_id uuid        REFERENCES convo.conversations (id),
+    reason          text        NOT NULL CHECK (btrim(reason) <> ''),
+    erased_by       text        NOT NULL DEFAULT session_user,
+    erased_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    xact            xid8        NOT NULL DEFAULT pg_current_xact_id(),
+    PRIMARY KEY (owner_id, id)
+);
+CREATE INDEX erasures_xact_idx ON convo.erasures (xact);
+CREATE INDEX erasures_conversation_idx ON convo.erasures (conversation_id);
+COMMENT ON TABLE convo.erasures IS 'Every erasure (who, when, why), a repeat too; append-only.';
+
+-- How many rows each erasure redacted, per place (table).
+CREATE TABLE convo.erasure_places (
+    owner_id      text   NOT NULL,
+    erasure_id    uuid   NOT NULL,
+    place         text   NOT NULL,
+    rows_redacted bigint NOT NULL CHECK (rows_redacted > 0),
+    PRIMARY KEY (owner_id, erasure_id, place),
+    FOREIGN KEY (owner_id, erasure_id) REFERENCES convo.erasures (owner_id, id)
+);
+COMMENT ON TABLE convo.erasure_places IS 'Rows redacted by each erasure, per table; append-only.';
+
+ALTER TABLE convo.erasures ENABLE ROW LEVEL SECURITY;
+CREATE POLICY erasures_reader_reads_all ON convo.erasures FOR SELECT TO convo_reader USING (true);
+ALTER TABLE convo.erasure_places ENABLE ROW LEVEL SECURITY;
+CREATE POLICY erasure_places_reader_reads_all ON convo.erasure_places FOR SELECT TO convo_reader USING (true);
+
+-- Ids a caller names as text are at most 255 characters (max_id_length),
+-- so that no index refuses them with a raw 54000; the functions say so
+-- first, with the contract's SQLSTATEs.
+ALTER TABLE convo.conversations ADD CONSTRAINT conversations_owner_id_length CHECK (length(owner_id) <= 255);
+ALTER TABLE convo.tool_receipts ADD CONSTRAINT tool_receipts_owner_id_length CHECK (length(owner_id) <= 255);
+ALTER TABLE convo.message_parts ADD CONSTRAINT message_parts_tool_call_id_length CHECK (length(tool_call_id) <= 255);
+
+-- path_from takes the instant to count siblings at, and check_parts where
+-- the parts were going: the old signatures go.
+DROP FUNCTION convo_private.path_from(uuid, uuid);
+DROP FUNCTION convo_private.check_parts(jsonb);
+
+-- Objects: current text in sql/functions, sql/private, sql/views and sql/triggers.
+-- args_errors: validates a JSON value against an argument schema (the
+-- subset check_args_schema admits, boolean schemas included) inside the
+-- database. Returns one line per failure, naming the JSON path and the rule
+-- ("$.amount_minor: minimum 1"), or an empty array when the value is valid.
+-- It walks the schema and the value together with a stack of its own, not
+-- by recursion, visiting each value at most once: linear in the value, and
+-- no input can exhaust the server's stack. A value nested deeper than 64
+-- levels of arrays and objects fails as a whole ("$: nesting: ...") before
+-- any rule is looked at, whatever the schema. SQL NULL is no JSON value: CV011.
+CREATE OR REPLACE FUNCTION convo.args_errors(p_schema jsonb, p_value jsonb, p_path text DEFAULT '$')
+RETURNS text[]
+LANGUAGE plpgsql
+IMMUTABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_errors  text[] := '{}';
+    -- The stack of (schema, value, path) still to check; v_top is its height.
+    v_schemas jsonb[] := ARRAY[p_schema];
+    v_values  jsonb[] := ARRAY[p_value];
+    v_paths   text[] := ARRAY[p_path];
+    v_top     int := 1;
+    v_base    int;
+    v_schema  jsonb;
+    v_value   jsonb;
+    v_path    text;
+    v_type    text;
+    v_types   jsonb;
+    v_num     numeric;
+    v_len     int;
+    v_key     text;
+    v_sub     jsonb;
+    v_i       int;
+    v_lo      int;
+    v_hi      int;
+BEGIN
+    IF p_schema IS NULL OR p_value IS NULL OR p_path IS NULL THEN
+        RAISE EXCEPTION 'p_schema, p_value and p_path are required'
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('%s is SQL NULL', concat_ws(', ', CASE WHEN p_schema IS NULL THEN 'p_schema' END,
+                                                          CASE WHEN p_value IS NULL THEN 'p_value' END,
+                                                          CASE WHEN p_path IS NULL THEN 'p_path' END)),
+                  HINT = 'JSON null is the jsonb value ''null'', not SQL NULL.';
+    END IF;
+    -- The nesting cap, measured by one bounded jsonpath walk (it looks no
+    -- deeper than level 64): is there an array or object at level 64, that
+    -- is, a 65th level of nesting?
+    IF jsonb_path_exists(p_value, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")') THEN
+        RETURN ARRAY[format('%s: nesting: deeper than 64 levels of arrays and objects', p_path)];
+    END IF;
+
+    WHILE v_top > 0 LOOP
+        v_schema := v_schemas[v_top];
+        v_value := v_values[v_top];
+        v_path := v_paths[v_top];
+        v_top := v_top - 1;
+        v_base := v_top;
+
+        IF v_schema = 'true' THEN
+            CONTINUE;
+        ELSIF v_schema = 'false' THEN
+            v_errors := v_errors || format('%s: false: no value is allowed', v_path);
+            CONTINUE;
+        END IF;
+
+        v_type := jsonb_typeof(v_value);
+        v_num := CASE WHEN v_type = 'number' THEN v_value::text::numeric END;
+        IF v_schema ? 'type' THEN
+            v_types := CASE jsonb_typeof(v_schema -> 'type') WHEN 'array' THEN v_schema -> 'type'
+                                                             ELSE jsonb_build_array(v_schema -> 'type') END;
+            IF NOT (v_types ? v_type OR (v_type = 'number' AND v_types ? 'integer' AND v_num = trunc(v_num))) THEN
+                v_errors := v_errors || format('%s: type: expected %s, got %s', v_path,
+                                               array_to_string(ARRAY(SELECT jsonb_array_elements_text(v_types)), ' or '), v_type);
+                CONTINUE;
+            END IF;
+        END IF;
+        -- jsonb's equality: numbers by value (1 = 1.0), objects whatever
+        -- their key order, strings by code point.
+        IF v_schema ? 'const' AND v_value <> v_schema -> 'const' THEN
+            v_errors := v_errors || format('%s: const: must be %s', v_path, v_schema -> 'const');
+        END IF;
+        IF v_schema ? 'enum' AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v_schema -> 'enum') e WHERE e = v_value) THEN
+            v_errors := v_errors || format('%s: enum: must be one of %s', v_path, v_schema -> 'enum');
+        END IF;
+
+        IF v_type = 'string' THEN
+            v_len := length(v_value #>> '{}');  -- characters (code points), not bytes
+            IF v_len < (v_schema ->> 'minLength')::numeric THEN
+                v_errors := v_errors || format('%s: minLength %s', v_path, v_schema -> 'minLength');
+            END IF;
+            IF v_len > (v_schema ->> 'maxLength')::numeric THEN
+                v_errors := v_errors || format('%s: maxLength %s', v_path, v_schema -> 'maxLength');
+            END IF;
+            IF v_schema ? 'pattern' AND NOT (v_value #>> '{}') ~ (v_schema ->> 'pattern') THEN
+                v_errors := v_errors || format('%s: pattern %s', v_path, v_schema -> 'pattern');
+            END IF;
+        ELSIF v_type = 'number' THEN
+            IF v_num < (v_schema ->> 'minimum')::numeric THEN
+                v_errors := v_errors || format('%s: minimum %s', v_path, v_schema -> 'minimum');
+            END IF;
+            IF v_num > (v_schema ->> 'maximum')::numeric THEN
+                v_errors := v_errors || format('%s: maximum %s', v_path, v_schema -> 'maximum');
+            END IF;
+        ELSIF v_type = 'array' THEN
+            v_len := jsonb_array_length(v_value);
+            IF v_len < (v_schema ->> 'minItems')::numeric THEN
+                v_errors := v_errors || format('%s: minItems %s', v_path, v_schema -> 'minItems');
+            END IF;
+            IF v_len > (v_schema ->> 'maxItems')::numeric THEN
+                v_errors := v_errors || format('%s: maxItems %s', v_path, v_schema -> 'maxItems');
+            END IF;
+            IF v_schema ? 'items' AND v_schema -> 'items' <> 'true' THEN
+                FOR v_sub, v_i IN SELECT e.value, e.ordinality - 1 FROM jsonb_array_elements(v_value) WITH ORDINALITY e LOOP
+                    v_top := v_top + 1;
+                    v_schemas[v_top] := v_schema -> 'items';
+                    v_values[v_top] := v_sub;
+                    v_paths[v_top] := format('%s[%s]', v_path, v_i);
+                END LOOP;
+            END IF;
+        ELSIF v_type = 'object' THEN
+            FOR v_key IN SELECT jsonb_array_elements_text(v_schema -> 'required') LOOP
+                IF NOT v_value ? v_key THEN
+                    v_errors := v_errors || format('%s: required', convo_private.json_path(v_path, v_key));
+                END IF;
+            END LOOP;
+            FOR v_key, v_sub IN SELECT * FROM jsonb_each(v_value) LOOP
+                IF v_schema -> 'properties' ? v_key THEN
+                    v_top := v_top + 1;
+                    v_schemas[v_top] := v_schema -> 'properties' -> v_key;
+                    v_values[v_top] := v_sub;
+                    v_paths[v_top] := convo_private.json_path(v_path, v_key);
+                ELSIF v_schema -> 'additionalProperties' = 'false' THEN
+                    v_errors := v_errors || format('%s: additionalProperties: not allowed', convo_private.json_path(v_path, v_key));
+                END IF;
+            END LOOP;
+        END IF;
+
+        -- The children were pushed in document order: reverse them on the
+        -- stack, so that they are checked, and their errors listed, in it.
+        v_lo := v_base + 1;
+        v_hi := v_top;
+        WHILE v_lo < v_hi LOOP
+            v_schema := v_schemas[v_lo]; v_schemas[v_lo] := v_schemas[v_hi]; v_schemas[v_hi] := v_schema;
+            v_value := v_values[v_lo];   v_values[v_lo] := v_values[v_hi];   v_values[v_hi] := v_value;
+            v_path := v_paths[v_lo];     v_paths[v_lo] := v_paths[v_hi];     v_paths[v_hi] := v_path;
+            v_lo := v_lo + 1;
+            v_hi := v_hi - 1;
+        END LOOP;
+    END LOOP;
+    RETURN v_errors;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.args_errors(jsonb, jsonb, text) IS
+    'Validate a JSON value against an argument schema (the supported JSON Schema subset): one "path: rule" line per failure.';
 
 -- begin_generation: the model starts work on the path ending at the prompt
 -- message. Records the head at this moment, so complete_generation can tell
@@ -39,7 +244,7 @@ BEGIN
     SELECT * INTO v_existing FROM convo.generations g WHERE g.conversation_id = p_conversation_id AND g.id = v_id;
     IF FOUND THEN
         IF v_existing.prompt_message_id IS DISTINCT FROM p_prompt_message_id OR v_existing.model <> p_model
-           OR v_existing.params <> p_params OR v_existing.request_digest IS DISTINCT FROM p_request_digest THEN
+           OR v_existing.params::text <> p_params::text OR v_existing.request_digest IS DISTINCT FROM p_request_digest THEN
             RAISE EXCEPTION 'generation id % is already used for a different generation', v_id
                 USING ERRCODE = 'CV009', DETAIL = format('generation %s, conversation %s', v_id, p_conversation_id);
         END IF;
@@ -48,7 +253,8 @@ BEGIN
     PERFORM convo_private.message_ref(p_conversation_id, p_prompt_message_id);
     PERFORM convo_private.check_size('p_params', p_params, convo.max_detail_bytes());
     IF length(p_request_digest) > convo.max_ref_length() THEN
-        RAISE EXCEPTION 'p_request_digest is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
+        RAISE EXCEPTION 'p_request_digest is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('conversation %s, prompt %s', p_conversation_id, p_prompt_message_id);
     END IF;
     INSERT INTO convo.generations (conversation_id, id, prompt_message_id, head_at_begin, model, params, request_digest)
     VALUES (p_conversation_id, v_id, p_prompt_message_id, v_head, p_model, p_params, p_request_digest);
@@ -80,7 +286,13 @@ DECLARE
     v_receipt convo.tool_receipts;
 BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' OR p_request IS NULL OR p_tool_name IS NULL THEN
-        RAISE EXCEPTION 'p_owner_id, p_tool_name and p_request are required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_owner_id, p_tool_name and p_request are required'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, tool %s, key %s', coalesce(p_owner_id, 'NULL'),
+                                                     coalesce(p_tool_name, 'NULL'), coalesce(p_idempotency_key, 'NULL'));
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
     END IF;
     IF NOT convo_private.writes_owner(p_owner_id) THEN
         RAISE EXCEPTION 'this session may not create receipts for owner %', p_owner_id
@@ -154,7 +366,7 @@ BEGIN
         RAISE EXCEPTION 'p_parts and p_usage (a JSON object) are required'
             USING ERRCODE = 'CV011', DETAIL = format('generation %s', p_generation_id);
     END IF;
-    IF v_generation.state = 'completed' AND v_generation.usage = p_usage
+    IF v_generation.state = 'completed' AND v_generation.usage::text = p_usage::text
        AND v_generation.finish_reason IS NOT DISTINCT FROM p_finish_reason
        AND (SELECT m.parts FROM convo.messages m
              WHERE m.conversation_id = p_conversation_id AND m.id = v_generation.message_id) = p_parts THEN
@@ -166,7 +378,8 @@ BEGIN
     END IF;
     PERFORM convo_private.check_size('p_usage', p_usage, convo.max_detail_bytes());
     IF length(p_finish_reason) > convo.max_ref_length() THEN
-        RAISE EXCEPTION 'p_finish_reason is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
+        RAISE EXCEPTION 'p_finish_reason is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('conversation %s, generation %s', p_conversation_id, p_generation_id);
     END IF;
     -- 'regenerate' when the prompt already has an answer; messages_fill_tree
     -- makes any other later child a 'branch'.
@@ -215,7 +428,12 @@ DECLARE
                              THEN jsonb_build_array(jsonb_build_object('type', 'text', 'text', p_system_prompt)) END;
 BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' THEN
-        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_owner_id is required'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL'));
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
     END IF;
     IF NOT convo_private.writes_owner(p_owner_id) THEN
         RAISE EXCEPTION 'this session may not create conversations for owner %', p_owner_id
@@ -225,11 +443,12 @@ BEGIN
                   HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
     END IF;
     IF p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
-        RAISE EXCEPTION 'p_metadata must be a JSON object' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_metadata must be a JSON object'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
     END IF;
     IF octet_length(p_metadata::text) > convo.max_metadata_bytes() THEN
         RAISE EXCEPTION 'conversation metadata is larger than % bytes', convo.max_metadata_bytes()
-            USING ERRCODE = 'CV010', DETAIL = format('%s bytes', octet_length(p_metadata::text));
+            USING ERRCODE = 'CV010', DETAIL = format('owner %s: %s bytes', p_owner_id, octet_length(p_metadata::text));
     END IF;
 
     INSERT INTO convo.conversations (id, owner_id, metadata)
@@ -239,11 +458,13 @@ BEGIN
         -- A retry: the same owner, metadata and system prompt return the first result.
         -- Locked without lock_conversation's owner check: another owner's id is CV009, not CV002.
         SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id FOR NO KEY UPDATE;
+        -- The system prompt is the message the 'create' move named, whatever
+        -- was appended since; compared as text, like the metadata.
         IF v_existing.owner_id IS DISTINCT FROM p_owner_id
-           OR v_existing.metadata IS DISTINCT FROM p_metadata
-           OR (SELECT m.parts FROM convo.messages m
-                WHERE m.conversation_id = v_id AND m.parent_id IS NULL AND m.sibling_index = 1
-                  AND m.role = 'system') IS DISTINCT FROM v_parts THEN
+           OR v_existing.metadata::text IS DISTINCT FROM p_metadata::text
+           OR (SELECT m.parts FROM convo.conversation_head_log l
+                 JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.head_message_id
+                WHERE l.conversation_id = v_id AND l.reason = 'create')::text IS DISTINCT FROM v_parts::text THEN
             RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
                 USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
         END IF;
@@ -280,7 +501,7 @@ DECLARE
 BEGIN
     PERFORM convo_private.conversation_ref(p_conversation_id);
     IF p_tool_call_id IS NULL THEN
-        RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
     END IF;
     SELECT p.tool_name INTO v_tool_name FROM convo.message_parts p
      WHERE p.conversation_id = p_conversation_id AND p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id;
@@ -309,6 +530,79 @@ $$;
 COMMENT ON FUNCTION convo.effect_for_call(uuid, text) IS
     'What the agent loop must do for a tool call: execute, reuse, confirm, rejected or replay (CV007 for an unregistered tool).';
 
+-- erase_conversation: removes every copy of a conversation's content (see
+-- redact_row) and keeps its shape: the tree, the head log and the ledger
+-- stay whole and reconcilable. Recorded in convo.erasures (who, when, why)
+-- and convo.erasure_places (rows per place), a repeat too. convo_admin's.
+CREATE OR REPLACE FUNCTION convo.erase_conversation(p_conversation_id uuid, p_reason text)
+RETURNS TABLE (place text, rows_redacted bigint)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_owner text;
+BEGIN
+    PERFORM convo_private.lock_conversation(p_conversation_id);
+    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
+        RAISE EXCEPTION 'p_reason is required: say why the content is erased'
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    IF length(p_reason) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_reason is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    SELECT c.owner_id INTO v_owner FROM convo.conversations c WHERE c.id = p_conversation_id;
+    RETURN QUERY SELECT * FROM convo_private.erase_content(v_owner, p_conversation_id, p_reason);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.erase_conversation(uuid, text) IS
+    'Erase a conversation''s content everywhere it is stored, keeping its shape; recorded with p_reason. Returns rows per place.';
+
+-- erase_owner: erase_conversation for every conversation of an owner, and
+-- the owner's receipts (request, arguments, expected values), in one
+-- transaction; each conversation's erasure and the receipts' are recorded
+-- on their own. An owner with nothing stored is not an error. convo_admin's.
+CREATE OR REPLACE FUNCTION convo.erase_owner(p_owner_id text, p_reason text)
+RETURNS TABLE (place text, rows_redacted bigint)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_owner_id IS NULL OR p_owner_id = '' THEN
+        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011', DETAIL = 'owner NULL or empty';
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
+    END IF;
+    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
+        RAISE EXCEPTION 'p_reason is required: say why the content is erased'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF length(p_reason) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_reason is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    -- Lock the owner's conversations in one order, as every writer would.
+    PERFORM 1 FROM convo.conversations c WHERE c.owner_id = p_owner_id ORDER BY c.id FOR NO KEY UPDATE;
+    RETURN QUERY
+    SELECT e.place, sum(e.rows_redacted)::bigint
+      FROM (SELECT x.* FROM convo.conversations c
+                  CROSS JOIN LATERAL convo_private.erase_content(p_owner_id, c.id, p_reason) x
+             WHERE c.owner_id = p_owner_id
+            UNION ALL
+            SELECT y.* FROM convo_private.erase_content(p_owner_id, NULL, p_reason) y) e
+     GROUP BY e.place
+     ORDER BY e.place;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.erase_owner(text, text) IS
+    'Erase the content of every conversation and receipt of an owner, keeping their shape; recorded with p_reason.';
+
 -- expire_receipts: the sweeper: pending receipts past their tool's deadline
 -- fail with 504 deadline_exceeded, so none stays pending forever. Returns
 -- how many it failed.
@@ -322,7 +616,7 @@ DECLARE
     v_count int;
 BEGIN
     IF p_now IS NULL THEN
-        RAISE EXCEPTION 'p_now is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_now is required' USING ERRCODE = 'CV011', DETAIL = 'p_now NULL';
     END IF;
     UPDATE convo.tool_receipts r
        SET status = 'failed', http_status = 504, error_code = 'deadline_exceeded', settled_at = clock_timestamp()
@@ -357,7 +651,8 @@ BEGIN
             DETAIL = format('generation %s', p_generation_id);
     END IF;
     IF length(p_error_code) > convo.max_ref_length() THEN
-        RAISE EXCEPTION 'p_error_code is longer than % characters', convo.max_ref_length() USING ERRCODE = 'CV010';
+        RAISE EXCEPTION 'p_error_code is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('conversation %s, generation %s', p_conversation_id, p_generation_id);
     END IF;
     PERFORM convo_private.check_size('p_error', p_error, convo.max_detail_bytes());
     IF v_generation.state = 'failed' AND v_generation.error_code = p_error_code AND v_generation.error = p_error THEN
@@ -396,7 +691,8 @@ BEGIN
     END IF;
     PERFORM convo_private.check_size('p_arguments', p_arguments, convo.max_request_bytes());
     PERFORM convo_private.check_size('p_expected', p_expected, convo.max_request_bytes());
-    IF v_receipt.arguments = p_arguments AND v_receipt.expected = p_expected THEN
+    -- A repeat is the same text (canonical arguments): 500 and 500.0 differ.
+    IF v_receipt.arguments::text = p_arguments::text AND v_receipt.expected::text = p_expected::text THEN
         RETURN QUERY SELECT v_receipt.status, v_receipt.http_status, v_receipt.error_code;
         RETURN;
     END IF;
@@ -437,7 +733,7 @@ AS $$
 BEGIN
     PERFORM convo_private.conversation_ref(p_conversation_id);
     IF p_at IS NULL THEN
-        RAISE EXCEPTION 'p_at is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_at is required' USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
     END IF;
     RETURN (SELECT l.head_message_id
               FROM convo.conversation_head_log l
@@ -469,7 +765,7 @@ DECLARE
 BEGIN
     IF p_reason IS NULL OR p_reason !~ '^[a-z][a-z0-9_]{0,62}$' OR p_reason IN ('create', 'direct_update') THEN
         RAISE EXCEPTION 'invalid head-move reason %', coalesce(quote_literal(p_reason), 'NULL')
-            USING ERRCODE = 'CV011',
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, message %s', p_conversation_id, p_message_id),
                   HINT = 'A reason is 1 to 63 characters of a-z, 0-9 and _, starting with a letter; create and direct_update are reserved.';
     END IF;
     v_head := convo_private.lock_conversation(p_conversation_id);
@@ -495,7 +791,7 @@ AS $$
 BEGIN
     RETURN QUERY
     SELECT * FROM convo_private.path_from(p_conversation_id,
-                                  (convo_private.conversation_ref(p_conversation_id)).head_message_id);
+                                  (convo_private.conversation_ref(p_conversation_id)).head_message_id, NULL);
 END;
 $$;
 
@@ -503,7 +799,8 @@ COMMENT ON FUNCTION convo.path(uuid) IS
     'The live path, root to head (depth 0 first), with parts and sibling position ("< 2/3 >").';
 
 -- path_at: the path that was live at an instant ("which conversation did the
--- customer see at 14:03"); empty if there was no head yet.
+-- customer see at 14:03"), with sibling counts as they were then; empty if
+-- there was no head yet.
 CREATE OR REPLACE FUNCTION convo.path_at(p_conversation_id uuid, p_at timestamptz)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
                branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
@@ -514,7 +811,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN QUERY
-    SELECT * FROM convo_private.path_from(p_conversation_id, convo.head_at(p_conversation_id, p_at));
+    SELECT * FROM convo_private.path_from(p_conversation_id, convo.head_at(p_conversation_id, p_at), p_at);
 END;
 $$;
 
@@ -543,7 +840,8 @@ DECLARE
 BEGIN
     IF p_name IS NULL OR p_name !~ '^[A-Za-z_][A-Za-z0-9_.-]{0,127}$' THEN
         RAISE EXCEPTION 'invalid tool name %', coalesce(quote_literal(p_name), 'NULL')
-            USING ERRCODE = 'CV011', HINT = 'A tool name is 1 to 128 characters of A-Z, a-z, 0-9, _, . and -, not starting with a digit.';
+            USING ERRCODE = 'CV011', DETAIL = format('tool %s', coalesce(quote_literal(p_name), 'NULL')),
+                  HINT = 'A tool name is 1 to 128 characters of A-Z, a-z, 0-9, _, . and -, not starting with a digit.';
     END IF;
     IF p_effectful IS NULL OR p_args_schema IS NULL OR p_deadline IS NULL OR p_idempotency_scope IS NULL THEN
         RAISE EXCEPTION 'p_effectful, p_args_schema, p_idempotency_scope and p_deadline are required'
@@ -551,7 +849,7 @@ BEGIN
     END IF;
     IF p_idempotency_scope NOT IN ('tool_call', 'conversation_args', 'fork_args') THEN
         RAISE EXCEPTION 'unknown idempotency scope %', quote_literal(p_idempotency_scope)
-            USING ERRCODE = 'CV011', HINT = 'Scopes are tool_call, conversation_args and fork_args.';
+            USING ERRCODE = 'CV011', DETAIL = format('tool %s', p_name), HINT = 'Scopes are tool_call, conversation_args and fork_args.';
     END IF;
     IF p_deadline <= interval '0' THEN
         RAISE EXCEPTION 'the deadline must be positive' USING ERRCODE = 'CV011', DETAIL = format('tool %s, deadline %s', p_name, p_deadline);
@@ -571,7 +869,7 @@ BEGIN
     -- Versions of one tool are numbered under a lock on its name.
     PERFORM pg_advisory_xact_lock(hashtext('convo.tools'), hashtext(p_name));
     SELECT * INTO v_latest FROM convo.tools t WHERE t.name = p_name ORDER BY t.version DESC LIMIT 1;
-    IF FOUND AND v_latest.effectful = p_effectful AND v_latest.args_schema = p_args_schema
+    IF FOUND AND v_latest.effectful = p_effectful AND v_latest.args_schema::text = p_args_schema::text
        AND v_latest.idempotency_scope = p_idempotency_scope
        -- '1 day' and '24 hours' compare equal but differ across a DST change: compare as written.
        AND v_latest.deadline::text = p_deadline::text
@@ -579,9 +877,17 @@ BEGIN
        AND v_latest.currency_arg IS NOT DISTINCT FROM p_currency_arg THEN
         RETURN v_latest.version;
     END IF;
+    -- Under REPEATABLE READ a version another transaction committed while
+    -- this one waited for the lock is invisible here: ON CONFLICT then fails
+    -- with a retryable 40001, never a 23505.
     INSERT INTO convo.tools (name, version, effectful, args_schema, idempotency_scope, deadline, amount_arg, currency_arg)
     VALUES (p_name, coalesce(v_latest.version, 0) + 1, p_effectful, p_args_schema, p_idempotency_scope, p_deadline,
-            p_amount_arg, p_currency_arg);
+            p_amount_arg, p_currency_arg)
+    ON CONFLICT (name, version) DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'tool % got a new version from another transaction: retry', p_name
+            USING ERRCODE = 'serialization_failure', DETAIL = format('tool %s, version %s', p_name, coalesce(v_latest.version, 0) + 1);
+    END IF;
     RETURN coalesce(v_latest.version, 0) + 1;
 END;
 $$;
@@ -701,7 +1007,8 @@ BEGIN
     -- cost of a flat read; any other role is bound by the policies.
     SELECT array_agg(t.name ORDER BY t.name) INTO v_bad
       FROM unnest(ARRAY['conversations', 'messages', 'message_parts', 'conversation_head_log', 'generations',
-                        'tool_effects', 'tool_effect_calls', 'tool_effect_events', 'tool_receipts']) AS t (name)
+                        'tool_effects', 'tool_effect_calls', 'tool_effect_events', 'tool_receipts',
+                        'erasures', 'erasure_places']) AS t (name)
       LEFT JOIN pg_class c ON c.oid = to_regclass('convo.' || t.name)
      WHERE c.relrowsecurity IS NOT TRUE;
     RETURN QUERY SELECT 'row_level_security', v_bad IS NULL,
@@ -792,10 +1099,12 @@ BEGIN
             USING ERRCODE = 'CV011', DETAIL = format('effect %s', p_effect_id);
     END IF;
     IF p_http_status IS NOT NULL AND p_http_status NOT BETWEEN 100 AND 599 THEN
-        RAISE EXCEPTION 'p_http_status % is not an HTTP status', p_http_status USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_http_status % is not an HTTP status', p_http_status
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, effect %s', p_conversation_id, p_effect_id);
     END IF;
     IF p_evidence IS NULL THEN
-        RAISE EXCEPTION 'p_evidence is required (''{}'' for none)' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_evidence is required (''{}'' for none)'
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, effect %s', p_conversation_id, p_effect_id);
     END IF;
     IF length(p_external_ref) > convo.max_ref_length() OR length(p_error_code) > convo.max_ref_length() THEN
         RAISE EXCEPTION 'an external reference or error code is longer than % characters', convo.max_ref_length()
@@ -803,7 +1112,10 @@ BEGIN
     END IF;
     PERFORM convo_private.check_size('evidence', p_evidence, convo.max_detail_bytes());
 
-    IF v_effect.state = p_state AND v_effect.external_ref IS NOT DISTINCT FROM p_external_ref
+    -- An exact repeat is a no-op, also after the effect moved on (applied,
+    -- then compensated: the settlement's columns stay as they were).
+    IF (v_effect.state = p_state OR (p_state = 'applied' AND v_effect.state = 'compensated'))
+       AND v_effect.external_ref IS NOT DISTINCT FROM p_external_ref
        AND v_effect.http_status IS NOT DISTINCT FROM p_http_status
        AND v_effect.error_code IS NOT DISTINCT FROM p_error_code THEN
         RETURN;
@@ -824,27 +1136,145 @@ $$;
 COMMENT ON FUNCTION convo.settle_effect(uuid, uuid, text, text, int, text, jsonb) IS
     'Settle a pending effect: applied (with the external reference) or failed (with an error code); evidence is logged.';
 
+-- check_args_schema: refuses (CV011) an argument schema that uses anything
+-- outside the supported JSON Schema subset, so that nothing a schema says is
+-- silently left unchecked. Annotations are accepted and ignored; true and
+-- false are schemas, at the root and wherever a subschema goes. A schema
+-- nested deeper than 64 levels of arrays and objects is refused before it is
+-- walked, and the walk keeps a stack of its own instead of recursing, so no
+-- schema can exhaust the server's stack.
+CREATE OR REPLACE FUNCTION convo_private.check_args_schema(p_schema jsonb, p_path text DEFAULT '$')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- The (sub)schemas still to check, and where they are; v_top is the height.
+    v_schemas jsonb[] := ARRAY[p_schema];
+    v_paths   text[] := ARRAY[p_path];
+    v_top     int := 1;
+    v_schema  jsonb;
+    v_path    text;
+    v_key     text;
+    v_value   jsonb;
+    v_sub     jsonb;
+    v_name    text;
+    v_bad     text;
+BEGIN
+    IF jsonb_path_exists(p_schema, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")') THEN
+        RAISE EXCEPTION 'the schema at % is nested deeper than 64 levels of arrays and objects', p_path
+            USING ERRCODE = 'CV011', DETAIL = format('schema path %s', p_path),
+                  HINT = 'Argument schemas and the values checked against them are capped at 64 levels of nesting.';
+    END IF;
+    WHILE v_top > 0 LOOP
+        v_schema := v_schemas[v_top];
+        v_path := v_paths[v_top];
+        v_top := v_top - 1;
+        CONTINUE WHEN jsonb_typeof(v_schema) = 'boolean';
+        IF jsonb_typeof(v_schema) IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION 'schema at % must be a JSON object, true or false', v_path
+                USING ERRCODE = 'CV011', DETAIL = format('schema path %s, a %s', v_path, jsonb_typeof(v_schema));
+        END IF;
+        FOR v_key, v_value IN SELECT * FROM jsonb_each(v_schema) LOOP
+            v_bad := NULL;
+            CASE v_key
+            WHEN 'title', 'description', '$comment', 'examples', 'default' THEN
+                NULL;
+            WHEN 'type' THEN
+                IF NOT coalesce((CASE jsonb_typeof(v_value)
+                                     WHEN 'string' THEN jsonb_build_array(v_value)
+                                     WHEN 'array' THEN v_value END)
+                                <@ '["object", "array", "string", "integer", "number", "boolean", "null"]', false)
+                   OR v_value = '[]' THEN
+                    v_bad := 'a type name or a non-empty list of them';
+                END IF;
+            WHEN 'properties' THEN
+                IF jsonb_typeof(v_value) <> 'object' THEN
+                    v_bad := 'an object of schemas';
+                ELSE
+                    FOR v_name, v_sub IN SELECT * FROM jsonb_each(v_value) LOOP
+                        v_top := v_top + 1;
+                        v_schemas[v_top] := v_sub;
+                        v_paths[v_top] := convo_private.json_path(v_path || '.properties', v_name);
+                    END LOOP;
+                END IF;
+            WHEN 'items' THEN
+                v_top := v_top + 1;
+                v_schemas[v_top] := v_value;
+                v_paths[v_top] := v_path || '.items';
+            WHEN 'required' THEN
+                IF jsonb_typeof(v_value) <> 'array'
+                   OR EXISTS (SELECT 1 FROM jsonb_array_elements(v_value) e WHERE jsonb_typeof(e) <> 'string') THEN
+                    v_bad := 'a list of property names';
+                END IF;
+            WHEN 'additionalProperties' THEN
+                IF jsonb_typeof(v_value) <> 'boolean' THEN
+                    v_bad := 'true or false (schemas are not supported here)';
+                END IF;
+            WHEN 'enum' THEN
+                IF jsonb_typeof(v_value) <> 'array' THEN
+                    v_bad := 'a list of values (an empty one matches nothing)';
+                END IF;
+            WHEN 'const' THEN
+                NULL;
+            WHEN 'minLength', 'maxLength', 'minItems', 'maxItems' THEN
+                IF jsonb_typeof(v_value) <> 'number' OR v_value::text::numeric < 0
+                   OR v_value::text::numeric <> trunc(v_value::text::numeric) THEN
+                    v_bad := 'a non-negative integer';
+                END IF;
+            WHEN 'minimum', 'maximum' THEN
+                IF jsonb_typeof(v_value) <> 'number' THEN
+                    v_bad := 'a number';
+                END IF;
+            WHEN 'pattern' THEN
+                IF jsonb_typeof(v_value) <> 'string' THEN
+                    v_bad := 'a string';
+                ELSE
+                    BEGIN
+                        PERFORM '' ~ (v_value #>> '{}');
+                    EXCEPTION WHEN invalid_regular_expression THEN
+                        v_bad := 'a valid PostgreSQL regular expression';
+                    END;
+                END IF;
+            ELSE
+                RAISE EXCEPTION 'unsupported JSON Schema keyword "%" at %', v_key, v_path
+                    USING ERRCODE = 'CV011', DETAIL = format('schema path %s, keyword %s', v_path, v_key),
+                          HINT = 'Supported: type, properties, required, additionalProperties (boolean), enum, const, '
+                              || 'minLength, maxLength, pattern, minimum, maximum, items (one schema), minItems, maxItems; '
+                              || 'annotations title, description, $comment, examples, default; true and false as schemas.';
+            END CASE;
+            IF v_bad IS NOT NULL THEN
+                RAISE EXCEPTION 'JSON Schema keyword "%" at % must be %', v_key, v_path, v_bad
+                    USING ERRCODE = 'CV011', DETAIL = format('%s: %s', v_key, v_value);
+            END IF;
+        END LOOP;
+    END LOOP;
+END;
+$$;
+
 -- check_parts: the checks on a message's parts as a whole (present, a
 -- non-empty array, under the message cap), with the contract's SQLSTATEs;
--- each part is checked by message_parts_check.
-CREATE OR REPLACE FUNCTION convo_private.check_parts(p_parts jsonb)
+-- each part is checked by message_parts_check. p_where names where the
+-- message was going (its conversation and parent), never the new message's
+-- own id, which is not stored when its parts are refused.
+CREATE OR REPLACE FUNCTION convo_private.check_parts(p_parts jsonb, p_where text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_parts IS NULL THEN
-        RAISE EXCEPTION 'p_parts is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_parts is required' USING ERRCODE = 'CV011', DETAIL = p_where;
     END IF;
     IF jsonb_typeof(p_parts) <> 'array' THEN
-        RAISE EXCEPTION 'p_parts must be a JSON array, not %', jsonb_typeof(p_parts) USING ERRCODE = 'CV008';
+        RAISE EXCEPTION 'p_parts must be a JSON array, not %', jsonb_typeof(p_parts) USING ERRCODE = 'CV008', DETAIL = p_where;
     END IF;
     IF jsonb_array_length(p_parts) = 0 THEN
-        RAISE EXCEPTION 'p_parts must not be empty' USING ERRCODE = 'CV008';
+        RAISE EXCEPTION 'p_parts must not be empty' USING ERRCODE = 'CV008', DETAIL = p_where;
     END IF;
     IF octet_length(p_parts::text) > convo.max_message_bytes() THEN
         RAISE EXCEPTION 'a message is larger than % bytes', convo.max_message_bytes()
-            USING ERRCODE = 'CV010', DETAIL = format('%s bytes', octet_length(p_parts::text));
+            USING ERRCODE = 'CV010', DETAIL = format('%s: %s bytes', p_where, octet_length(p_parts::text));
     END IF;
 END;
 $$;
@@ -862,7 +1292,7 @@ DECLARE
     v_conversation convo.conversations;
 BEGIN
     IF p_conversation_id IS NULL THEN
-        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011', DETAIL = 'conversation NULL';
     END IF;
     SELECT * INTO v_conversation FROM convo.conversations c WHERE c.id = p_conversation_id;
     IF NOT FOUND OR NOT convo_private.sees_owner(v_conversation.owner_id) THEN
@@ -873,9 +1303,10 @@ BEGIN
 END;
 $$;
 
--- conversations_guard: of a conversation only the head (and, for erasure,
--- the metadata) may change; its id, owner and creation time are fixed, and
--- a head once set is never unset (the head always names a message).
+-- conversations_guard: of a conversation only the head may change (and its
+-- metadata by an erasure: conversations_erasure_only); its id, owner and
+-- creation time are fixed, and a head once set is never unset (the head
+-- always names a message).
 -- It runs as the role that issued the UPDATE (not SECURITY DEFINER), so it
 -- can tell pgconvo's own move (current_user convo_owner, reason and mover
 -- named by move_head_to) from any other: that one is marked direct_update by
@@ -915,7 +1346,8 @@ DECLARE
     v_effect convo.tool_effects;
 BEGIN
     IF p_effect_id IS NULL THEN
-        RAISE EXCEPTION 'p_effect_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_effect_id is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
     END IF;
     SELECT * INTO v_effect FROM convo.tool_effects e
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id
@@ -926,6 +1358,57 @@ BEGIN
     PERFORM convo_private.raise_not_found('effect', p_effect_id::text, p_conversation_id,
         (SELECT e.conversation_id FROM convo.tool_effects e WHERE e.id = p_effect_id LIMIT 1));
     RETURN NULL; -- not reached: raise_not_found always raises
+END;
+$$;
+
+-- erase_content: one erasure, recorded first in convo.erasures (which is
+-- what lets the redaction past the append-only and state-machine triggers:
+-- is_erasure), then written: every row of the conversation that holds
+-- content becomes its redact_row, or, with no conversation, every receipt of
+-- the owner. Rows already redacted are left alone, so a repeat changes
+-- nothing and returns no rows, but is recorded. One row per place (table)
+-- where rows changed, also recorded in convo.erasure_places.
+CREATE OR REPLACE FUNCTION convo_private.erase_content(p_owner_id text, p_conversation_id uuid, p_reason text)
+RETURNS TABLE (place text, rows_redacted bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_erasure uuid := gen_random_uuid();
+    v_place   record;
+    v_n       bigint;
+BEGIN
+    INSERT INTO convo.erasures (owner_id, id, conversation_id, reason)
+    VALUES (p_owner_id, v_erasure, p_conversation_id, p_reason);
+
+    -- Each place: its table, the columns redact_row changes, and the key
+    -- that selects the conversation's (or the owner's) rows.
+    FOR v_place IN
+        SELECT * FROM (VALUES
+            ('messages', 'parts', 'conversation_id'),
+            ('message_parts', 'body', 'conversation_id'),
+            ('conversations', 'metadata', 'id'),
+            ('generations', 'params, request_digest, usage, error', 'conversation_id'),
+            ('tool_effects', 'arguments', 'conversation_id'),
+            ('tool_effect_events', 'evidence', 'conversation_id'),
+            ('tool_receipts', 'request, arguments, expected', 'owner_id')) AS p (tab, cols, key)
+         WHERE (p.tab = 'tool_receipts') = (p_conversation_id IS NULL)
+    LOOP
+        EXECUTE format('UPDATE convo.%1$I t SET (%2$s) = (SELECT %2$s FROM jsonb_populate_record(NULL::convo.%1$I,
+                            convo_private.redact_row(%1$L, to_jsonb(t))))
+                         WHERE t.%3$I = $1::%4$s AND to_jsonb(t)::text <> convo_private.redact_row(%1$L, to_jsonb(t))::text',
+                       v_place.tab, v_place.cols, v_place.key,
+                       CASE WHEN p_conversation_id IS NULL THEN 'text' ELSE 'uuid' END)
+        USING CASE WHEN p_conversation_id IS NULL THEN p_owner_id ELSE p_conversation_id::text END;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        IF v_n > 0 THEN
+            INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted)
+            VALUES (p_owner_id, v_erasure, v_place.tab, v_n);
+            place := v_place.tab;
+            rows_redacted := v_n;
+            RETURN NEXT;
+        END IF;
+    END LOOP;
 END;
 $$;
 
@@ -940,7 +1423,8 @@ DECLARE
     v_generation convo.generations;
 BEGIN
     IF p_generation_id IS NULL THEN
-        RAISE EXCEPTION 'p_generation_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_generation_id is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
     END IF;
     SELECT * INTO v_generation FROM convo.generations g
      WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id
@@ -957,7 +1441,8 @@ $$;
 -- generations_transition: a generation starts streaming and ends once:
 -- streaming to completed, failed or cancelled, and an ended generation never
 -- changes; its identity (prompt, model, params, digest, start) never changes
--- at all, and its answer is an assistant child of its prompt. CV006.
+-- at all, and its answer is an assistant child of its prompt. CV006. An
+-- erasure (is_erasure) empties its params, digest, usage and error detail.
 CREATE OR REPLACE FUNCTION convo_private.generations_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -972,15 +1457,18 @@ BEGIN
         END IF;
         RETURN NEW;
     END IF;
-    IF (NEW.conversation_id, NEW.id, NEW.prompt_message_id, NEW.head_at_begin, NEW.model, NEW.params,
+    IF NEW.state = OLD.state AND convo_private.is_erasure('generations', to_jsonb(OLD), to_jsonb(NEW)) THEN
+        RETURN NEW;
+    END IF;
+    IF (NEW.conversation_id, NEW.id, NEW.prompt_message_id, NEW.head_at_begin, NEW.model, NEW.params::text,
         NEW.request_digest, NEW.started_at)
        IS DISTINCT FROM
-       (OLD.conversation_id, OLD.id, OLD.prompt_message_id, OLD.head_at_begin, OLD.model, OLD.params,
+       (OLD.conversation_id, OLD.id, OLD.prompt_message_id, OLD.head_at_begin, OLD.model, OLD.params::text,
         OLD.request_digest, OLD.started_at) THEN
         RAISE EXCEPTION 'a generation''s prompt, model, params, digest and start never change'
             USING ERRCODE = 'CV006', DETAIL = format('generation %s', OLD.id);
     END IF;
-    IF to_jsonb(NEW) <> to_jsonb(OLD) AND NOT (OLD.state = 'streaming' AND NEW.state IN ('completed', 'failed', 'cancelled')) THEN
+    IF to_jsonb(NEW)::text <> to_jsonb(OLD)::text AND NOT (OLD.state = 'streaming' AND NEW.state IN ('completed', 'failed', 'cancelled')) THEN
         RAISE EXCEPTION 'a generation cannot go from % to %', OLD.state, NEW.state
             USING ERRCODE = 'CV006', DETAIL = format('generation %s', OLD.id),
                   HINT = 'A generation goes from streaming to completed, failed or cancelled, once.';
@@ -998,7 +1486,8 @@ $$;
 
 -- is_retry: recognises a retried write by its client-supplied message id,
 -- before any other check. False when the id is new; true when the stored
--- message is the same request (role, parts and, if asked, parent): the caller
+-- message is the same request (role, parts as jsonb text, so 500 and 500.0
+-- differ, and, if asked, parent): the caller
 -- then returns the first result and writes nothing. CV009 when it differs.
 CREATE OR REPLACE FUNCTION convo_private.is_retry(
     p_conversation_id uuid,
@@ -1024,7 +1513,7 @@ BEGIN
     END IF;
     IF v_message.role IS DISTINCT FROM p_role
        OR (p_match_parent AND v_message.parent_id IS DISTINCT FROM p_parent_id)
-       OR v_message.parts IS DISTINCT FROM p_parts THEN
+       OR v_message.parts::text IS DISTINCT FROM p_parts::text THEN
         RAISE EXCEPTION 'message id % is already used for a different message', p_message_id
             USING ERRCODE = 'CV009',
                   DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id),
@@ -1049,7 +1538,7 @@ DECLARE
     v_owner text;
 BEGIN
     IF p_conversation_id IS NULL THEN
-        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011', DETAIL = 'conversation NULL';
     END IF;
     SELECT c.head_message_id, c.owner_id INTO v_head, v_owner
       FROM convo.conversations c
@@ -1077,9 +1566,13 @@ DECLARE
     v_msg  convo.messages;
     v_body jsonb := NEW.body;
     v_type text;
-    v_where text := format('message %s, part %s', NEW.message_id, NEW.ordinal);
+    v_where text;
 BEGIN
     v_msg := convo_private.message_ref(NEW.conversation_id, NEW.message_id);
+    -- The part and where its message was going, not the message's own id:
+    -- a refused part means the message is not stored either.
+    v_where := format('part %s of a new %s message in conversation %s, parent %s', NEW.ordinal, v_msg.role,
+                      NEW.conversation_id, coalesce(v_msg.parent_id::text, 'none (a root)'));
     IF v_msg.parts -> NEW.ordinal IS DISTINCT FROM v_body THEN
         RAISE EXCEPTION 'message parts are written with their message, as convo.messages.parts'
             USING ERRCODE = 'CV005', DETAIL = v_where;
@@ -1104,6 +1597,13 @@ BEGIN
             RAISE EXCEPTION 'a tool_use part needs a non-empty string "id" and "name" and an object "input"'
                 USING ERRCODE = 'CV008', DETAIL = v_where;
         END IF;
+        -- A tool call id is unique within its conversation through a btree
+        -- index, whose entries are capped at about 2.7 kB: max_id_length's
+        -- 255 characters (1020 bytes at most) stay well under it.
+        IF length(v_body ->> 'id') > convo_private.max_id_length() THEN
+            RAISE EXCEPTION 'a tool call id is at most % characters', convo_private.max_id_length()
+                USING ERRCODE = 'CV010', DETAIL = format('%s, a tool call id of %s characters', v_where, length(v_body ->> 'id'));
+        END IF;
         IF v_msg.role <> 'assistant' THEN
             RAISE EXCEPTION 'tool_use belongs in an assistant message, not a % message', v_msg.role
                 USING ERRCODE = 'CV004', DETAIL = format('%s, tool call %s', v_where, v_body ->> 'id');
@@ -1123,6 +1623,10 @@ BEGIN
            OR (v_body ? 'is_error' AND jsonb_typeof(v_body -> 'is_error') <> 'boolean') THEN
             RAISE EXCEPTION 'a tool_result part needs a string "tool_use_id", a "content" and, if given, a boolean "is_error"'
                 USING ERRCODE = 'CV008', DETAIL = v_where;
+        END IF;
+        IF length(v_body ->> 'tool_use_id') > convo_private.max_id_length() THEN
+            RAISE EXCEPTION 'a tool call id is at most % characters', convo_private.max_id_length()
+                USING ERRCODE = 'CV010', DETAIL = format('%s, a tool_use_id of %s characters', v_where, length(v_body ->> 'tool_use_id'));
         END IF;
         IF v_msg.role NOT IN ('user', 'tool') THEN
             RAISE EXCEPTION 'tool_result belongs in a user or tool message, not a % message', v_msg.role
@@ -1164,13 +1668,16 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_parent convo.messages;
+    -- Where the message was going: a refused message's own id is not named.
+    v_where  text := format('a new %s message in conversation %s, parent %s', coalesce(NEW.role, 'NULL'),
+                            NEW.conversation_id, coalesce(NEW.parent_id::text, 'none (a root)'));
 BEGIN
     PERFORM convo_private.lock_conversation(NEW.conversation_id);
     IF NEW.role IS NULL OR NEW.role NOT IN ('system', 'user', 'assistant', 'tool') THEN
         RAISE EXCEPTION 'unknown role %', coalesce(quote_literal(NEW.role), 'NULL')
-            USING ERRCODE = 'CV011', HINT = 'Roles are system, user, assistant and tool.';
+            USING ERRCODE = 'CV011', DETAIL = v_where, HINT = 'Roles are system, user, assistant and tool.';
     END IF;
-    PERFORM convo_private.check_parts(NEW.parts);
+    PERFORM convo_private.check_parts(NEW.parts, v_where);
     IF NEW.parent_id IS NULL THEN
         NEW.depth := 0;
         SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
@@ -1188,7 +1695,7 @@ BEGIN
     IF NEW.sibling_index = 1 AND NEW.branch_reason IS NOT NULL THEN
         RAISE EXCEPTION 'a first child has no branch_reason'
             USING ERRCODE = 'CV011',
-                  DETAIL = format('message %s, parent %s, branch_reason %s', NEW.id, NEW.parent_id, NEW.branch_reason);
+                  DETAIL = format('%s, branch_reason %s', v_where, NEW.branch_reason);
     END IF;
     IF NEW.sibling_index > 1 AND NEW.branch_reason IS NULL THEN
         NEW.branch_reason := 'branch';
@@ -1201,8 +1708,10 @@ $$;
 -- path_from: the path from the root to p_head_id, depth 0 first: one index
 -- range scan (branch_id, depth) per segment from path_segments, reading the
 -- stored parts of each message, so it costs close to reading a flat list.
--- sibling_count comes from the few siblings after the first (messages_forks_idx).
-CREATE OR REPLACE FUNCTION convo_private.path_from(p_conversation_id uuid, p_head_id uuid)
+-- sibling_count comes from the few siblings after the first (messages_forks_idx),
+-- counting, when p_at is given, only those created by then: the "< 1/2 >" the
+-- customer saw at that instant (sibling_index is creation order, so it holds).
+CREATE OR REPLACE FUNCTION convo_private.path_from(p_conversation_id uuid, p_head_id uuid, p_at timestamptz)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
                branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
 LANGUAGE plpgsql
@@ -1215,6 +1724,7 @@ BEGIN
         SELECT f.parent_id, max(f.sibling_index) AS sibling_count
           FROM convo.messages f
          WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
+           AND (p_at IS NULL OR f.created_at <= p_at)
          GROUP BY f.parent_id
     )
     SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
@@ -1237,7 +1747,7 @@ DECLARE
     v_receipt convo.tool_receipts;
 BEGIN
     IF p_receipt_id IS NULL THEN
-        RAISE EXCEPTION 'p_receipt_id is required' USING ERRCODE = 'CV011';
+        RAISE EXCEPTION 'p_receipt_id is required' USING ERRCODE = 'CV011', DETAIL = 'receipt NULL';
     END IF;
     SELECT * INTO v_receipt FROM convo.tool_receipts r WHERE r.id = p_receipt_id FOR UPDATE;
     IF NOT FOUND OR NOT convo_private.writes_owner(v_receipt.owner_id) THEN
@@ -1248,11 +1758,36 @@ BEGIN
 END;
 $$;
 
+-- refuse_all_but_erasure: the row-level UPDATE guard of the append-only
+-- tables that hold content (messages, message_parts, tool_effect_events,
+-- and the metadata of conversations): every UPDATE raises CV005, for every
+-- role, unless it is an erasure (is_erasure: exactly the redaction, in a
+-- transaction that recorded it).
+CREATE OR REPLACE FUNCTION convo_private.refuse_all_but_erasure()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF convo_private.is_erasure(TG_TABLE_NAME, to_jsonb(OLD), to_jsonb(NEW)) THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'convo.% is append-only: UPDATE is not allowed', TG_TABLE_NAME
+        USING ERRCODE = 'CV005',
+              DETAIL = format('table convo.%s, conversation %s, role %s', TG_TABLE_NAME,
+                              coalesce(to_jsonb(OLD) ->> 'conversation_id', to_jsonb(OLD) ->> 'id'), current_user),
+              HINT = 'Nothing in the conversation tree is updated: insert a sibling or move the head instead; '
+                     'content is removed only by convo.erase_conversation or convo.erase_owner.';
+END;
+$$;
+
 -- tool_effects_transition: the effect state machine, for every statement.
 -- A new effect starts in a state reachable from 'requested'; a change of
 -- state must be a row of effect_transitions and may set only the columns
 -- that row names; without a change of state nothing changes. CV006 otherwise.
 -- Rows are compared by their text, since jsonb's = calls 500 and 500.000 equal.
+-- An erasure (is_erasure) empties the arguments and changes nothing else.
 CREATE OR REPLACE FUNCTION convo_private.tool_effects_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -1263,7 +1798,8 @@ DECLARE
     v_changes text[];
 BEGIN
     IF TG_OP = 'UPDATE' AND NEW.state = OLD.state THEN
-        IF to_jsonb(NEW)::text <> to_jsonb(OLD)::text THEN
+        IF to_jsonb(NEW)::text <> to_jsonb(OLD)::text
+           AND NOT convo_private.is_erasure('tool_effects', to_jsonb(OLD), to_jsonb(NEW)) THEN
             RAISE EXCEPTION 'effect % changes only by a transition of its state', OLD.id
                 USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s', OLD.id, OLD.state);
         END IF;
@@ -1288,7 +1824,8 @@ $$;
 -- or failed; its owner, key, tool and request never change, its arguments
 -- are filled once and are valid only if they pass receipt_arguments_error,
 -- and a settled receipt never changes (compared as text: jsonb's = calls 500
--- and 500.000 equal). CV006.
+-- and 500.000 equal). CV006. An erasure of its owner (is_erasure) empties
+-- its request, arguments and expected values.
 CREATE OR REPLACE FUNCTION convo_private.tool_receipts_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -1303,7 +1840,8 @@ BEGIN
         END IF;
         RETURN NEW;
     END IF;
-    IF to_jsonb(NEW)::text = to_jsonb(OLD)::text THEN
+    IF to_jsonb(NEW)::text = to_jsonb(OLD)::text
+       OR (NEW.status = OLD.status AND convo_private.is_erasure('tool_receipts', to_jsonb(OLD), to_jsonb(NEW))) THEN
         RETURN NEW;
     END IF;
     IF OLD.status <> 'pending'
@@ -1331,10 +1869,10 @@ $$;
 -- documented_grants: every privilege pgconvo grants, as data (the README's
 -- "Security" section in rows): USAGE on schema convo for the three roles;
 -- EXECUTE on the application's functions for convo_app, on the read-only
--- ones and self_check for convo_reader, on the DBA's for convo_admin (a
--- member of both); SELECT on the views for convo_app, on every table and
--- view for convo_reader. Nothing for PUBLIC, nothing at all on
--- convo_private. A function added later is nobody's until it is listed here.
+-- ones and self_check for convo_reader, on the DBA's (the allowlist, the
+-- sweeps, erasure) for convo_admin, a member of both; SELECT on the views
+-- for convo_app, on every table and view for convo_reader. Nothing for
+-- PUBLIC, nothing at all on convo_private. A function added later is nobody's until it is listed here.
 -- apply_grants makes the catalog say exactly this; self_check compares.
 CREATE OR REPLACE FUNCTION convo_private.documented_grants()
 RETURNS TABLE (object_kind text, object_name text, grantee text, privilege text)
@@ -1361,7 +1899,7 @@ BEGIN ATOMIC
                                           'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',
                                           'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
                                           'max_ref_length']),
-                   ('convo_admin', ARRAY['register_tool', 'expire_receipts'])) AS g (grantee, names)
+                   ('convo_admin', ARRAY['register_tool', 'expire_receipts', 'erase_conversation', 'erase_owner'])) AS g (grantee, names)
         ON p.proname = ANY (g.names)
      WHERE p.pronamespace = 'convo'::regnamespace
     UNION ALL
@@ -1371,6 +1909,83 @@ BEGIN ATOMIC
         ON c.relkind::text = ANY (r.kinds)
      WHERE c.relnamespace = 'convo'::regnamespace;
 END;
+
+-- redact_part: what erasure leaves of one message part: its type, its ids
+-- (a tool call's id and tool name, a result's tool_use_id and is_error) and
+-- the keys that keep it well formed, emptied, with "erased": true. Every
+-- other key goes. Idempotent, so a second erasure changes nothing.
+CREATE OR REPLACE FUNCTION convo_private.redact_part(p_part jsonb)
+RETURNS jsonb
+LANGUAGE sql
+IMMUTABLE
+RETURN CASE p_part ->> 'type'
+    WHEN 'text' THEN jsonb_build_object('type', 'text', 'text', '')
+    WHEN 'tool_use' THEN jsonb_build_object('type', 'tool_use', 'id', p_part -> 'id', 'name', p_part -> 'name',
+                                            'input', '{}'::jsonb)
+    WHEN 'tool_result' THEN jsonb_build_object('type', 'tool_result', 'tool_use_id', p_part -> 'tool_use_id',
+                                               'content', '')
+                            || CASE WHEN p_part ? 'is_error' THEN jsonb_build_object('is_error', p_part -> 'is_error')
+                                    ELSE '{}' END
+    WHEN 'attachment' THEN jsonb_build_object('type', 'attachment', 'uri', '', 'media_type', p_part -> 'media_type')
+    ELSE jsonb_build_object('type', p_part -> 'type')
+END || '{"erased": true}';
+
+-- redact_row: what erasure leaves of a row of a table that holds content,
+-- the row given and returned as jsonb: the one place that says what erasure
+-- redacts. It keeps the shape (ids, times, states, amounts, currencies,
+-- external references, who did what) and empties the content: message parts
+-- (the array on the message and each per-part row), conversation metadata,
+-- generation params, request digest, usage and error detail, effect
+-- arguments, event evidence, a receipt's request, arguments and expected
+-- values. Idempotent. erase_content writes it; is_erasure lets only it through.
+CREATE OR REPLACE FUNCTION convo_private.redact_row(p_table text, p_row jsonb)
+RETURNS jsonb
+LANGUAGE sql
+IMMUTABLE
+RETURN p_row || CASE p_table
+    WHEN 'messages' THEN jsonb_build_object('parts',
+        (SELECT jsonb_agg(convo_private.redact_part(e.part) ORDER BY e.n)
+           FROM jsonb_array_elements(p_row -> 'parts') WITH ORDINALITY AS e (part, n)))
+    WHEN 'message_parts' THEN jsonb_build_object('body', convo_private.redact_part(p_row -> 'body'))
+    WHEN 'conversations' THEN '{"metadata": {}}'::jsonb
+    WHEN 'generations' THEN jsonb_build_object('params', '{}'::jsonb, 'request_digest', NULL,
+        'usage', CASE WHEN jsonb_typeof(p_row -> 'usage') <> 'null' THEN '{}'::jsonb END,
+        'error', CASE WHEN jsonb_typeof(p_row -> 'error') <> 'null' THEN '{}'::jsonb END)
+    WHEN 'tool_effects' THEN '{"arguments": {}}'::jsonb
+    WHEN 'tool_effect_events' THEN '{"evidence": {}}'::jsonb
+    WHEN 'tool_receipts' THEN jsonb_build_object('request', '{}'::jsonb,
+        'arguments', CASE WHEN jsonb_typeof(p_row -> 'arguments') <> 'null' THEN '{}'::jsonb END,
+        'expected', CASE WHEN jsonb_typeof(p_row -> 'expected') <> 'null' THEN '{}'::jsonb END)
+END;
+
+-- is_erasure: whether an UPDATE of a row is an erasure: the new row is
+-- exactly redact_row of the old one, and this very transaction recorded an
+-- erasure of the row's conversation (or, for a receipt, of its owner) in
+-- convo.erasures, which only erase_conversation and erase_owner write. No
+-- setting or argument can make it true: it is the one way past the
+-- append-only and state-machine triggers.
+CREATE OR REPLACE FUNCTION convo_private.is_erasure(p_table text, p_old jsonb, p_new jsonb)
+RETURNS boolean
+LANGUAGE sql
+STABLE
+RETURN p_new::text = convo_private.redact_row(p_table, p_old)::text
+   AND EXISTS (SELECT 1 FROM convo.erasures e
+                WHERE e.xact = pg_current_xact_id()
+                  AND CASE WHEN p_table = 'tool_receipts'
+                           THEN e.conversation_id IS NULL AND e.owner_id = p_old ->> 'owner_id'
+                           ELSE e.conversation_id = (CASE p_table WHEN 'conversations' THEN p_old ->> 'id'
+                                                                  ELSE p_old ->> 'conversation_id' END)::uuid
+                      END);
+
+-- max_id_length: the cap on an id a caller names as text (an owner id, a
+-- tool call id), in characters: 255, so that every index on them holds
+-- (PostgreSQL's btree refuses entries over about 2.7 kB) and a longer id
+-- is the contract's CV011 or CV010, never a raw 54000.
+CREATE OR REPLACE FUNCTION convo_private.max_id_length()
+RETURNS int
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+RETURN 255;
 
 -- package_triggers: every trigger pgconvo puts on its tables, by what it
 -- guards: append_only (refuse_change, refuse_forgery), head_log (the head
@@ -1388,18 +2003,26 @@ BEGIN ATOMIC
         ('conversation_head_log', 'conversation_head_log_append_only', 'append_only'),
         ('conversation_head_log', 'conversation_head_log_no_forgery', 'append_only'),
         ('conversations', 'conversations_no_delete', 'append_only'),
+        ('conversations', 'conversations_erasure_only', 'append_only'),
         ('effect_transitions', 'effect_transitions_fixed', 'append_only'),
         ('generations', 'generations_no_delete', 'append_only'),
         ('message_parts', 'message_parts_append_only', 'append_only'),
+        ('message_parts', 'message_parts_erasure_only', 'append_only'),
         ('messages', 'messages_append_only', 'append_only'),
+        ('messages', 'messages_erasure_only', 'append_only'),
         ('tool_effect_calls', 'tool_effect_calls_append_only', 'append_only'),
         ('tool_effect_calls', 'tool_effect_calls_no_forgery', 'append_only'),
         ('tool_effect_events', 'tool_effect_events_append_only', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_erasure_only', 'append_only'),
         ('tool_effect_events', 'tool_effect_events_no_forgery', 'append_only'),
         ('tool_effects', 'tool_effects_no_delete', 'append_only'),
         ('tool_effects', 'tool_effects_no_forgery', 'append_only'),
         ('tool_receipts', 'tool_receipts_no_delete', 'append_only'),
         ('tool_receipts', 'tool_receipts_no_forgery', 'append_only'),
+        ('erasures', 'erasures_append_only', 'append_only'),
+        ('erasures', 'erasures_no_forgery', 'append_only'),
+        ('erasure_places', 'erasure_places_append_only', 'append_only'),
+        ('erasure_places', 'erasure_places_no_forgery', 'append_only'),
         ('tools', 'tools_append_only', 'append_only'),
         ('tools', 'tools_no_forgery', 'append_only'),
         ('conversations', 'conversations_guard', 'head_log'),
@@ -1414,68 +2037,94 @@ BEGIN ATOMIC
         ('tool_receipts', 'tool_receipts_transition', 'rule')) AS t (table_name, trigger_name, guards);
 END;
 
--- message_parts_append_only: convo.message_parts is append-only. UPDATE, DELETE and TRUNCATE
--- raise CV005 for every role but a superuser who disables triggers; ENABLE
--- ALWAYS keeps it firing under session_replication_role = replica.
+-- conversations_erasure_only: a conversation's metadata changes only by an
+-- erasure (refuse_all_but_erasure), for every role. UPDATE OF metadata, so
+-- that moving the head, the hot write, never pays for the comparison.
+CREATE OR REPLACE TRIGGER conversations_erasure_only
+    BEFORE UPDATE OF metadata ON convo.conversations
+    FOR EACH ROW EXECUTE FUNCTION convo_private.refuse_all_but_erasure();
+ALTER TABLE convo.conversations ENABLE ALWAYS TRIGGER conversations_erasure_only;
+
+-- erasure_places_append_only: the record of erasures is itself append-only: UPDATE,
+-- DELETE and TRUNCATE raise CV005 for every role but a superuser.
+CREATE OR REPLACE TRIGGER erasure_places_append_only
+    BEFORE UPDATE OR DELETE OR TRUNCATE ON convo.erasure_places
+    FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_change();
+ALTER TABLE convo.erasure_places ENABLE ALWAYS TRIGGER erasure_places_append_only;
+
+-- erasure_places_no_forgery: only erase_conversation and erase_owner record an
+-- erasure (refuse_forgery), and a recorded erasure is what lets the
+-- redaction past the append-only triggers; any other role gets CV005.
+CREATE OR REPLACE TRIGGER erasure_places_no_forgery
+    BEFORE INSERT ON convo.erasure_places
+    FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_forgery();
+ALTER TABLE convo.erasure_places ENABLE ALWAYS TRIGGER erasure_places_no_forgery;
+
+-- erasures_append_only: the record of erasures is itself append-only: UPDATE,
+-- DELETE and TRUNCATE raise CV005 for every role but a superuser.
+CREATE OR REPLACE TRIGGER erasures_append_only
+    BEFORE UPDATE OR DELETE OR TRUNCATE ON convo.erasures
+    FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_change();
+ALTER TABLE convo.erasures ENABLE ALWAYS TRIGGER erasures_append_only;
+
+-- erasures_no_forgery: only erase_conversation and erase_owner record an
+-- erasure (refuse_forgery), and a recorded erasure is what lets the
+-- redaction past the append-only triggers; any other role gets CV005.
+CREATE OR REPLACE TRIGGER erasures_no_forgery
+    BEFORE INSERT ON convo.erasures
+    FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_forgery();
+ALTER TABLE convo.erasures ENABLE ALWAYS TRIGGER erasures_no_forgery;
+
+-- message_parts_append_only: rows of convo.message_parts are never deleted: DELETE and
+-- TRUNCATE raise CV005 for every role but a superuser who disables triggers;
+-- ENABLE ALWAYS keeps it firing under session_replication_role = replica.
+-- UPDATE is message_parts_erasure_only's.
 CREATE OR REPLACE TRIGGER message_parts_append_only
-    BEFORE UPDATE OR DELETE OR TRUNCATE ON convo.message_parts
+    BEFORE DELETE OR TRUNCATE ON convo.message_parts
     FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_change();
 ALTER TABLE convo.message_parts ENABLE ALWAYS TRIGGER message_parts_append_only;
 
--- messages_append_only: convo.messages is append-only. UPDATE, DELETE and TRUNCATE
--- raise CV005 for every role but a superuser who disables triggers; ENABLE
--- ALWAYS keeps it firing under session_replication_role = replica.
+-- message_parts_erasure_only: no row of convo.message_parts is ever updated, by any role,
+-- except by an erasure (refuse_all_but_erasure): exactly the redaction, in
+-- the transaction that recorded it. Row-level, to compare each row.
+CREATE OR REPLACE TRIGGER message_parts_erasure_only
+    BEFORE UPDATE ON convo.message_parts
+    FOR EACH ROW EXECUTE FUNCTION convo_private.refuse_all_but_erasure();
+ALTER TABLE convo.message_parts ENABLE ALWAYS TRIGGER message_parts_erasure_only;
+
+-- messages_append_only: rows of convo.messages are never deleted: DELETE and
+-- TRUNCATE raise CV005 for every role but a superuser who disables triggers;
+-- ENABLE ALWAYS keeps it firing under session_replication_role = replica.
+-- UPDATE is messages_erasure_only's.
 CREATE OR REPLACE TRIGGER messages_append_only
-    BEFORE UPDATE OR DELETE OR TRUNCATE ON convo.messages
+    BEFORE DELETE OR TRUNCATE ON convo.messages
     FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_change();
 ALTER TABLE convo.messages ENABLE ALWAYS TRIGGER messages_append_only;
 
--- tool_effect_events_append_only: the effect event log is append-only (CV005).
+-- messages_erasure_only: no row of convo.messages is ever updated, by any role,
+-- except by an erasure (refuse_all_but_erasure): exactly the redaction, in
+-- the transaction that recorded it. Row-level, to compare each row.
+CREATE OR REPLACE TRIGGER messages_erasure_only
+    BEFORE UPDATE ON convo.messages
+    FOR EACH ROW EXECUTE FUNCTION convo_private.refuse_all_but_erasure();
+ALTER TABLE convo.messages ENABLE ALWAYS TRIGGER messages_erasure_only;
+
+-- tool_effect_events_append_only: rows of convo.tool_effect_events are never deleted: DELETE and
+-- TRUNCATE raise CV005 for every role but a superuser who disables triggers;
+-- ENABLE ALWAYS keeps it firing under session_replication_role = replica.
+-- UPDATE is tool_effect_events_erasure_only's.
 CREATE OR REPLACE TRIGGER tool_effect_events_append_only
-    BEFORE UPDATE OR DELETE OR TRUNCATE ON convo.tool_effect_events
+    BEFORE DELETE OR TRUNCATE ON convo.tool_effect_events
     FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_change();
 ALTER TABLE convo.tool_effect_events ENABLE ALWAYS TRIGGER tool_effect_events_append_only;
 
-DROP TRIGGER tool_effect_events_erasure_only ON convo.tool_effect_events;
-
-DROP TRIGGER messages_erasure_only ON convo.messages;
-
-DROP TRIGGER message_parts_erasure_only ON convo.message_parts;
-
-DROP TRIGGER erasures_no_forgery ON convo.erasures;
-
-DROP TRIGGER erasures_append_only ON convo.erasures;
-
-DROP TRIGGER erasure_places_no_forgery ON convo.erasure_places;
-
-DROP TRIGGER erasure_places_append_only ON convo.erasure_places;
-
-DROP TRIGGER conversations_erasure_only ON convo.conversations;
-
-DROP FUNCTION convo_private.max_id_length;
-
-DROP FUNCTION convo_private.is_erasure;
-
-DROP FUNCTION convo_private.redact_row;
-
-DROP FUNCTION convo_private.redact_part;
-
-DROP FUNCTION convo_private.refuse_all_but_erasure;
-
-DROP FUNCTION convo_private.erase_content;
-
-DROP FUNCTION convo.erase_owner;
-
-DROP FUNCTION convo.erase_conversation;
-
--- Table changes reversed, below the objects.
-DROP FUNCTION convo_private.path_from(uuid, uuid, timestamptz);
-DROP FUNCTION convo_private.check_parts(jsonb, text);
-ALTER TABLE convo.message_parts DROP CONSTRAINT message_parts_tool_call_id_length;
-ALTER TABLE convo.tool_receipts DROP CONSTRAINT tool_receipts_owner_id_length;
-ALTER TABLE convo.conversations DROP CONSTRAINT conversations_owner_id_length;
-DROP TABLE convo.erasure_places;
-DROP TABLE convo.erasures;
+-- tool_effect_events_erasure_only: no row of convo.tool_effect_events is ever updated, by any role,
+-- except by an erasure (refuse_all_but_erasure): exactly the redaction, in
+-- the transaction that recorded it. Row-level, to compare each row.
+CREATE OR REPLACE TRIGGER tool_effect_events_erasure_only
+    BEFORE UPDATE ON convo.tool_effect_events
+    FOR EACH ROW EXECUTE FUNCTION convo_private.refuse_all_but_erasure();
+ALTER TABLE convo.tool_effect_events ENABLE ALWAYS TRIGGER tool_effect_events_erasure_only;
 
 SELECT convo_private.apply_grants();
 

@@ -369,7 +369,7 @@ BEGIN
     IF v_generation.state = 'completed' AND v_generation.usage::text = p_usage::text
        AND v_generation.finish_reason IS NOT DISTINCT FROM p_finish_reason
        AND (SELECT m.parts FROM convo.messages m
-             WHERE m.conversation_id = p_conversation_id AND m.id = v_generation.message_id) = p_parts THEN
+             WHERE m.conversation_id = p_conversation_id AND m.id = v_generation.message_id)::text = p_parts::text THEN
         RETURN v_generation.message_id;
     END IF;
     IF v_generation.state <> 'streaming' THEN
@@ -655,7 +655,7 @@ BEGIN
             USING ERRCODE = 'CV010', DETAIL = format('conversation %s, generation %s', p_conversation_id, p_generation_id);
     END IF;
     PERFORM convo_private.check_size('p_error', p_error, convo.max_detail_bytes());
-    IF v_generation.state = 'failed' AND v_generation.error_code = p_error_code AND v_generation.error = p_error THEN
+    IF v_generation.state = 'failed' AND v_generation.error_code = p_error_code AND v_generation.error::text = p_error::text THEN
         RETURN;
     END IF;
     IF v_generation.state <> 'streaming' THEN
@@ -1112,12 +1112,16 @@ BEGIN
     END IF;
     PERFORM convo_private.check_size('evidence', p_evidence, convo.max_detail_bytes());
 
-    -- An exact repeat is a no-op, also after the effect moved on (applied,
-    -- then compensated: the settlement's columns stay as they were).
+    -- An exact repeat of a settlement is a no-op, also after the effect moved
+    -- on (applied, then compensated: the settlement's columns stay as they
+    -- were). A rejection or a decline was no settlement: settling one is CV006.
     IF (v_effect.state = p_state OR (p_state = 'applied' AND v_effect.state = 'compensated'))
        AND v_effect.external_ref IS NOT DISTINCT FROM p_external_ref
        AND v_effect.http_status IS NOT DISTINCT FROM p_http_status
-       AND v_effect.error_code IS NOT DISTINCT FROM p_error_code THEN
+       AND v_effect.error_code IS NOT DISTINCT FROM p_error_code
+       AND EXISTS (SELECT 1 FROM convo.tool_effect_events ev
+                    WHERE ev.conversation_id = p_conversation_id AND ev.effect_id = p_effect_id
+                      AND ev.from_state = 'pending' AND ev.to_state = p_state) THEN
         RETURN;
     END IF;
     IF v_effect.state <> 'pending' THEN

@@ -28,7 +28,7 @@ BEGIN
     IF v_generation.state = 'completed' AND v_generation.usage::text = p_usage::text
        AND v_generation.finish_reason IS NOT DISTINCT FROM p_finish_reason
        AND (SELECT m.parts FROM convo.messages m
-             WHERE m.conversation_id = p_conversation_id AND m.id = v_generation.message_id) = p_parts THEN
+             WHERE m.conversation_id = p_conversation_id AND m.id = v_generation.message_id)::text = p_parts::text THEN
         RETURN v_generation.message_id;
     END IF;
     IF v_generation.state <> 'streaming' THEN

@@ -24,7 +24,7 @@ BEGIN
             USING ERRCODE = 'CV010', DETAIL = format('conversation %s, generation %s', p_conversation_id, p_generation_id);
     END IF;
     PERFORM convo_private.check_size('p_error', p_error, convo.max_detail_bytes());
-    IF v_generation.state = 'failed' AND v_generation.error_code = p_error_code AND v_generation.error = p_error THEN
+    IF v_generation.state = 'failed' AND v_generation.error_code = p_error_code AND v_generation.error::text = p_error::text THEN
         RETURN;
     END IF;
     IF v_generation.state <> 'streaming' THEN

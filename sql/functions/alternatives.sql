@@ -1,6 +1,7 @@
 -- alternatives: a message and its siblings, oldest first ("you previously
 -- asked ..."): whether each is on the live path, and the most recently
--- created leaf below it, to switch to with move_head.
+-- created leaf below it, to switch to with move_head. One pass over the
+-- siblings' subtrees, and the path walked once, whatever the sibling count.
 CREATE OR REPLACE FUNCTION convo.alternatives(p_conversation_id uuid, p_message_id uuid)
 RETURNS TABLE (message_id uuid, branch_reason text, created_at timestamptz, on_head_path boolean,
                latest_leaf_id uuid)
@@ -12,6 +13,11 @@ AS $$
 DECLARE
     v_head    uuid := (convo_private.conversation_ref(p_conversation_id)).head_message_id;
     v_message convo.messages := convo_private.message_ref(p_conversation_id, p_message_id);
+    -- The one sibling on the path: the path's message at the siblings' depth.
+    v_on_path uuid := (SELECT m.id FROM convo_private.path_segments(p_conversation_id, v_head) s
+                         JOIN convo.messages m ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id
+                        WHERE m.depth = v_message.depth AND m.depth <= s.max_depth
+                        LIMIT 1);
 BEGIN
     RETURN QUERY
     WITH RECURSIVE siblings AS (
@@ -25,16 +31,16 @@ BEGIN
         SELECT b.sibling_id, c.id, c.created_at
           FROM below b
           JOIN convo.messages c ON c.conversation_id = p_conversation_id AND c.parent_id = b.id
+    ), latest_leaf AS (
+        SELECT DISTINCT ON (b.sibling_id) b.sibling_id, b.id
+          FROM below b
+         WHERE NOT EXISTS (SELECT 1 FROM convo.messages c
+                            WHERE c.conversation_id = p_conversation_id AND c.parent_id = b.id)
+         ORDER BY b.sibling_id, b.created_at DESC, b.id DESC
     )
-    SELECT s.id, s.branch_reason, s.created_at,
-           convo_private.is_on_path(p_conversation_id, s.id, v_head),
-           (SELECT b.id FROM below b
-             WHERE b.sibling_id = s.id
-               AND NOT EXISTS (SELECT 1 FROM convo.messages c
-                                WHERE c.conversation_id = p_conversation_id AND c.parent_id = b.id)
-             ORDER BY b.created_at DESC, b.id DESC
-             LIMIT 1)
+    SELECT s.id, s.branch_reason, s.created_at, s.id IS NOT DISTINCT FROM v_on_path, l.id
       FROM siblings s
+      LEFT JOIN latest_leaf l ON l.sibling_id = s.id
      ORDER BY s.sibling_index;
 END;
 $$;

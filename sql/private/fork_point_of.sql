@@ -2,28 +2,30 @@
 -- nearest person's turn at or above it (a user message with a part other
 -- than tool_result: messages that only carry tool results belong to the
 -- agent loop). NULL stands for the conversation itself: that turn has no
--- parent, or there is no such turn.
+-- parent, or there is no such turn. A walk up that stops at that turn, so
+-- it costs the length of the agent's turn, not the depth of the conversation.
 CREATE OR REPLACE FUNCTION convo_private.fork_point_of(p_conversation_id uuid, p_message_id uuid)
 RETURNS uuid
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
-BEGIN ATOMIC
-    WITH RECURSIVE up AS (
-        SELECT m.id, m.parent_id, m.role, m.depth
+AS $$
+DECLARE
+    v_id     uuid := p_message_id;
+    v_parent uuid;
+    v_role   text;
+BEGIN
+    WHILE v_id IS NOT NULL LOOP
+        SELECT m.parent_id, m.role INTO v_parent, v_role
           FROM convo.messages m
-         WHERE m.conversation_id = p_conversation_id AND m.id = p_message_id
-        UNION ALL
-        SELECT p.id, p.parent_id, p.role, p.depth
-          FROM up
-          JOIN convo.messages p ON p.conversation_id = p_conversation_id AND p.id = up.parent_id
-    )
-    SELECT up.parent_id
-      FROM up
-     WHERE up.role = 'user'
-       AND EXISTS (SELECT 1 FROM convo.message_parts pp
-                    WHERE pp.conversation_id = p_conversation_id AND pp.message_id = up.id
-                      AND pp.type <> 'tool_result')
-     ORDER BY up.depth DESC
-     LIMIT 1;
+         WHERE m.conversation_id = p_conversation_id AND m.id = v_id;
+        IF v_role = 'user' AND EXISTS (SELECT 1 FROM convo.message_parts pp
+                                        WHERE pp.conversation_id = p_conversation_id AND pp.message_id = v_id
+                                          AND pp.type <> 'tool_result') THEN
+            RETURN v_parent;
+        END IF;
+        v_id := v_parent;
+    END LOOP;
+    RETURN NULL;
 END;
+$$;

@@ -1,7 +1,10 @@
 -- message_parts_check: every part is well formed for its type and fits its
--- message's role, and is exactly the element of messages.parts it claims to
--- be (so the two never disagree); derives type, tool_call_id and tool_name
--- from the body (CHECK constraints tie them together).
+-- message's role; derives type, tool_call_id and tool_name from the body
+-- (CHECK constraints tie them together). That each part is exactly its
+-- element of messages.parts holds because only messages_split_parts writes
+-- them (message_parts_no_forgery). It reads the message's role and parent,
+-- never its parts: a message of N parts costs N small lookups, not N copies
+-- of the whole message.
 CREATE OR REPLACE FUNCTION convo_private.message_parts_check()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -9,20 +12,17 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_msg  convo.messages;
+    v_msg  record;
     v_body jsonb := NEW.body;
     v_type text;
     v_where text;
 BEGIN
-    v_msg := convo_private.message_ref(NEW.conversation_id, NEW.message_id);
+    SELECT m.role, m.parent_id INTO v_msg
+      FROM convo.messages m WHERE m.conversation_id = NEW.conversation_id AND m.id = NEW.message_id;
     -- The part and where its message was going, not the message's own id:
     -- a refused part means the message is not stored either.
     v_where := format('part %s of a new %s message in conversation %s, parent %s', NEW.ordinal, v_msg.role,
                       NEW.conversation_id, coalesce(v_msg.parent_id::text, 'none (a root)'));
-    IF v_msg.parts -> NEW.ordinal IS DISTINCT FROM v_body THEN
-        RAISE EXCEPTION 'message parts are written with their message, as convo.messages.parts'
-            USING ERRCODE = 'CV005', DETAIL = v_where;
-    END IF;
     IF octet_length(v_body::text) > convo.max_part_bytes() THEN
         RAISE EXCEPTION 'a message part is larger than % bytes', convo.max_part_bytes()
             USING ERRCODE = 'CV010', DETAIL = format('%s: %s bytes', v_where, octet_length(v_body::text));

@@ -18,6 +18,7 @@ BEGIN ATOMIC
         ('effect_transitions', 'effect_transitions_fixed', 'append_only'),
         ('generations', 'generations_no_delete', 'append_only'),
         ('message_parts', 'message_parts_append_only', 'append_only'),
+        ('message_parts', 'message_parts_no_forgery', 'append_only'),
         ('message_parts', 'message_parts_erasure_only', 'append_only'),
         ('messages', 'messages_append_only', 'append_only'),
         ('messages', 'messages_erasure_only', 'append_only'),

@@ -14,6 +14,10 @@ RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Planned afresh for each call: a message of N calls grows the ledger
+-- within one statement, and a plan cached while the tables were nearly
+-- empty (a sequential scan) would make each call cost the calls before it.
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     v_tool      convo.tools;
@@ -50,12 +54,17 @@ BEGIN
         IF FOUND THEN
             v_decision := 'reuse';
         ELSE
+            -- Re-run candidates come from other messages at the same fork point
+            -- (the calls of this very message are on its path by definition):
+            -- two ranges of tool_effect_calls_fork_idx skip this message's
+            -- calls, so N calls in one message cost N lookups, not N squared.
             SELECT l.effect_id INTO v_repeats
               FROM convo.tool_effect_calls l
               JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
              WHERE l.conversation_id = NEW.conversation_id
+               AND (l.fork_point_id = v_fork OR (v_fork IS NULL AND l.fork_point_id IS NULL))
+               AND (l.message_id < NEW.message_id OR l.message_id > NEW.message_id)
                AND e.tool_name = NEW.tool_name
-               AND l.fork_point_id IS NOT DISTINCT FROM v_fork
                AND l.decision IN ('execute', 'reuse', 'confirm')
                AND NOT convo_private.is_on_path(NEW.conversation_id, l.message_id, NEW.message_id)
              ORDER BY l.decided_at DESC, l.tool_call_id DESC

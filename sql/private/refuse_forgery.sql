@@ -1,6 +1,6 @@
 -- refuse_forgery: the trigger function behind every table whose rows are
 -- history (head log, effect events, call links, the ledger, receipts, the
--- allowlist): only pgconvo's own code writes them. It runs as the owner role
+-- allowlist, the per-part rows): only pgconvo's own code writes them. It runs as the owner role
 -- (SECURITY DEFINER functions owned by convo_owner, which nobody logs in as),
 -- so any other current_user is refused, whatever table privileges it holds;
 -- a superuser, who could drop the trigger anyway, is let through.

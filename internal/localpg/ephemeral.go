@@ -45,20 +45,11 @@ type Server struct {
 
 // StartEphemeral starts a throwaway server for tests: a fresh directory
 // under the system temp dir, a fresh free port, durability switched off for
-// speed unless opts.Durable. The server is killed if this process dies, so a crashed test run
-// leaves nothing behind; Stop shuts it down and removes the directory.
+// speed unless opts.Durable. The server is killed if this process dies, so
+// a crashed test run leaves nothing behind; Stop shuts it down and removes
+// the directory.
 func StartEphemeral(ctx context.Context, opts Options) (*Server, error) {
-	if opts.MaxConnections == 0 {
-		opts.MaxConnections = 200
-	}
-	if opts.StartTimeout == 0 {
-		opts.StartTimeout = 60 * time.Second
-	}
-	binDir, err := FindBinaries()
-	if err != nil {
-		return nil, err
-	}
-	u, err := serverUser()
+	opts, binDir, u, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +64,23 @@ func StartEphemeral(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// prepare fills in opts' defaults and finds the server binaries and the OS
+// user to run them as.
+func prepare(opts Options) (Options, string, *osUser, error) {
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = 200
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	binDir, err := FindBinaries()
+	if err != nil {
+		return opts, "", nil, err
+	}
+	u, err := serverUser()
+	return opts, binDir, u, err
 }
 
 // startEphemeral does StartEphemeral's work in dir, retrying on a new port

@@ -23,6 +23,13 @@ type Options struct {
 	// StartTimeout bounds the wait for the server to accept connections;
 	// 0 means 60 seconds.
 	StartTimeout time.Duration
+	// Durable keeps PostgreSQL's defaults for fsync, synchronous_commit and
+	// full_page_writes (all on), so that a commit waits for the disk; by
+	// default an ephemeral server turns all three off for speed.
+	Durable bool
+	// Settings are more server settings, "name=value" each, passed to
+	// postgres as -c flags after the others.
+	Settings []string
 }
 
 // Server is a running ephemeral PostgreSQL server.
@@ -36,10 +43,11 @@ type Server struct {
 	stopErr error
 }
 
-// StartEphemeral starts a throwaway server for tests: a fresh directory
-// under the system temp dir, a fresh free port, durability switched off for
-// speed. The server is killed if this process dies, so a crashed test run
-// leaves nothing behind; Stop shuts it down and removes the directory.
+// StartEphemeral starts a throwaway server for tests and benchmarks: a
+// fresh directory under the system temp dir, a fresh free port, durability
+// switched off for speed unless opts.Durable. The server is killed if this
+// process dies, so a crashed run leaves nothing behind; Stop shuts it down
+// and removes the directory.
 func StartEphemeral(ctx context.Context, opts Options) (*Server, error) {
 	if opts.MaxConnections == 0 {
 		opts.MaxConnections = 200
@@ -103,16 +111,20 @@ func runPostgres(ctx context.Context, binDir, dir string, u *osUser, opts Option
 		return nil, fmt.Errorf("creating server log: %w", err)
 	}
 	defer logFile.Close() // The child has its own copy.
-	cmd := exec.Command(filepath.Join(binDir, "postgres"),
+	args := []string{
 		"-D", filepath.Join(dir, "data"),
 		"-p", strconv.Itoa(port),
 		"-h", "127.0.0.1",
 		"-k", socketDir(dir, port),
-		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off",
-		"-c", "max_connections="+strconv.Itoa(opts.MaxConnections),
-	)
+		"-c", "max_connections=" + strconv.Itoa(opts.MaxConnections),
+	}
+	if !opts.Durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	for _, setting := range opts.Settings {
+		args = append(args, "-c", setting)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "postgres"), args...)
 	cmd.Dir = dir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile

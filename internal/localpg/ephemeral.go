@@ -43,11 +43,11 @@ type Server struct {
 	stopErr error
 }
 
-// StartEphemeral starts a throwaway server for tests: a fresh directory
-// under the system temp dir, a fresh free port, durability switched off for
-// speed unless opts.Durable. The server is killed if this process dies, so
-// a crashed test run leaves nothing behind; Stop shuts it down and removes
-// the directory.
+// StartEphemeral starts a throwaway server for tests and benchmarks: a
+// fresh directory under the system temp dir, a fresh free port, durability
+// switched off for speed unless opts.Durable. The server is killed if this
+// process dies, so a crashed run leaves nothing behind; Stop shuts it down
+// and removes the directory.
 func StartEphemeral(ctx context.Context, opts Options) (*Server, error) {
 	opts, binDir, u, err := prepare(opts)
 	if err != nil {

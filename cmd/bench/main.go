@@ -1,0 +1,88 @@
+// Command bench runs pgconvo's benchmark (issue 8): it starts a PostgreSQL
+// server of its own in a temporary directory, loads synthetic conversations,
+// times every workload beside its bare-SQL baseline as the application runs
+// it, and writes a Markdown table and an SVG chart.
+//
+//	go run ./cmd/bench                 # the default: 2,000 conversations of depth 200, fsync on
+//	go run ./cmd/bench -fsync=false    # commits that do not wait for the disk
+//	go run ./cmd/bench -scale 0.25     # a quarter of the conversations
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pgconvo/pgconvo/internal/bench"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	start := time.Now()
+	cfg := bench.DefaultConfig()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	scale := fs.Float64("scale", 1, "multiply the number of conversations (2,000 at 1)")
+	fs.IntVar(&cfg.Length, "length", cfg.Length, "messages on each conversation's live path")
+	fs.BoolVar(&cfg.Fsync, "fsync", cfg.Fsync, "keep fsync, synchronous_commit and full_page_writes on")
+	fs.IntVar(&cfg.Iterations, "iterations", cfg.Iterations, "pairs each connection runs per latency workload (an agent turn: a quarter)")
+	fs.Float64Var(&cfg.LargeScale, "large", cfg.LargeScale, "multiply the N of the large-input cases")
+	keep := fs.Bool("keep", false, "keep the server running after the run, until interrupted, to look at the data")
+	out := fs.String("out", "bench-results.md", "the Markdown report; the SVG chart goes beside it, as .svg")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.Conversations = max(int(float64(cfg.Conversations)**scale), 2)
+	cfg.WriteConversations = min(cfg.WriteConversations, cfg.Conversations)
+	cfg.Log = os.Stdout
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *keep {
+		cfg.Hold = func(url string) {
+			fmt.Printf("the server stays up until interrupted (Ctrl-C): psql '%s'\n", url)
+			<-ctx.Done()
+		}
+	}
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	svgPath := strings.TrimSuffix(*out, filepath.Ext(*out)) + ".svg"
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return fmt.Errorf("making the report's directory: %w", err)
+	}
+	command := "go run ./cmd/bench"
+	if len(args) > 0 {
+		command += " " + strings.Join(args, " ")
+	}
+	chart := bench.SVGChart(res.Chart, fmt.Sprintf("path against depth (%s)", fsyncLabel(cfg.Fsync)))
+	if err := os.WriteFile(svgPath, []byte(chart), 0o644); err != nil {
+		return fmt.Errorf("writing the chart: %w", err)
+	}
+	res.Elapsed = time.Since(start)
+	report := res.Markdown(command, filepath.Base(svgPath))
+	if err := os.WriteFile(*out, []byte(report), 0o644); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	fmt.Printf("\n%s\n%s\n%s\n%s\nwrote %s and %s; %.0f s in all\n",
+		res.Setup(), res.Table(), res.ChartTable(), res.GrowthTable(), *out, svgPath, res.Elapsed.Seconds())
+	return nil
+}
+
+func fsyncLabel(on bool) string {
+	if on {
+		return "fsync on"
+	}
+	return "fsync off"
+}

@@ -1,0 +1,186 @@
+// Package bench is pgconvo's benchmark: it starts a local PostgreSQL server
+// of its own, loads synthetic conversations through the API, and times
+// each workload of issue 8 beside the least work PostgreSQL must do for the
+// same job, as an application runs it: a login member of convo_app, every
+// transaction naming its owner first. Both sides of a pair run in the same
+// run, alternating, so the ratios hold on a noisy machine. cmd/bench is its
+// command line.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config sizes a run. DefaultConfig is the command's default.
+type Config struct {
+	// Conversations and Length shape the synthetic data: Conversations
+	// conversations whose live paths have Length messages.
+	Conversations int
+	Length        int
+	// Fsync keeps fsync, synchronous_commit and full_page_writes on.
+	Fsync bool
+	// LoadWorkers is how many connections load at once (one a CPU).
+	LoadWorkers int
+	// Clients is how many connections run each latency pair at once;
+	// Iterations how many pairs each runs (an agent turn a quarter as many).
+	Clients, Iterations int
+	// ManyClients append at once for PhaseTime in each of Phases phases a
+	// side, the sides alternating.
+	ManyClients int
+	Phases      int
+	PhaseTime   time.Duration
+	// WriteConversations is how many of the conversations the write
+	// workloads write to.
+	WriteConversations int
+	// ChartDepths are the path lengths of the chart, each read on
+	// ChartConversations conversations of each shape.
+	ChartDepths        []int
+	ChartConversations int
+	// LargeScale multiplies the N of every large-input case.
+	LargeScale float64
+	// Log receives progress.
+	Log io.Writer
+	// Hold, when set, is called with the database's superuser URL once
+	// everything is measured, before the server stops: a caller that wants
+	// to look at the data blocks in it.
+	Hold func(url string)
+}
+
+// DefaultConfig is issue 8's benchmark: 2,000 conversations of depth 200 on
+// 2 connections, fsync on.
+func DefaultConfig() Config {
+	return Config{
+		Conversations:      2000,
+		Length:             200,
+		Fsync:              true,
+		LoadWorkers:        max(2, runtime.NumCPU()),
+		Clients:            2,
+		Iterations:         1000,
+		ManyClients:        16,
+		Phases:             3,
+		PhaseTime:          2 * time.Second,
+		WriteConversations: 200,
+		ChartDepths:        []int{50, 200, 1000},
+		ChartConversations: 10,
+		LargeScale:         1,
+		Log:                io.Discard,
+	}
+}
+
+// Result is everything a run measured.
+type Result struct {
+	Config   Config
+	Server   string // PostgreSQL's version() and settings
+	Messages int64  // messages stored after loading
+	LoadTime time.Duration
+	Rows     []Row
+	Chart    []Point
+	Growth   []Growth
+	Elapsed  time.Duration
+}
+
+type run struct {
+	cfg       Config
+	env       *env
+	app, many *pgxpool.Pool
+}
+
+func (r *run) logf(format string, args ...any) {
+	fmt.Fprintf(r.cfg.Log, format+"\n", args...)
+}
+
+// Run starts a server, loads the data and runs every workload, the chart's
+// reads and the large-input cases, then stops the server and removes its
+// files.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Conversations < 2 || cfg.Length < 2 || cfg.Clients < 1 || cfg.Iterations < 1 || cfg.ManyClients < 1 {
+		return nil, fmt.Errorf("a run needs at least 2 conversations (one of each shape) of 2 messages and a client: %+v", cfg)
+	}
+	start := time.Now()
+	r := &run{cfg: cfg}
+	res := &Result{Config: cfg}
+	e, err := startEnv(ctx, cfg.Fsync)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	r.env = e
+	if r.app, err = e.appPool(ctx, cfg.Clients); err != nil {
+		return nil, err
+	}
+	defer r.app.Close()
+	if r.many, err = e.appPool(ctx, cfg.ManyClients); err != nil {
+		return nil, err
+	}
+	defer r.many.Close()
+	if err := e.admin.QueryRow(ctx, `SELECT version() || ', fsync ' || current_setting('fsync')
+		|| ', synchronous_commit ' || current_setting('synchronous_commit')
+		|| ', shared_buffers ' || current_setting('shared_buffers')`).Scan(&res.Server); err != nil {
+		return nil, fmt.Errorf("reading the server's version: %w", err)
+	}
+	r.logf("server: %s (%.1f s)", res.Server, time.Since(start).Seconds())
+
+	convs := shapes(cfg.Conversations)
+	loadStart := time.Now()
+	if err := r.load(ctx, convs, cfg.Length, "conversations"); err != nil {
+		return nil, err
+	}
+	var linear, edited []conversation
+	for _, c := range convs {
+		if c.editEvery == 0 {
+			linear = append(linear, c)
+		} else {
+			edited = append(edited, c)
+		}
+	}
+	writes := convs[:min(cfg.WriteConversations, len(convs))]
+	if err := r.copyToBaselines(ctx, convs, writes); err != nil {
+		return nil, err
+	}
+	if _, err := e.admin.Exec(ctx, `VACUUM ANALYZE`); err != nil {
+		return nil, fmt.Errorf("vacuuming after loading: %w", err)
+	}
+	res.LoadTime = time.Since(loadStart)
+	if err := e.admin.QueryRow(ctx, `SELECT count(*) FROM convo.messages`).Scan(&res.Messages); err != nil {
+		return nil, err
+	}
+	r.logf("loaded %d messages in %.1f s (with the baselines' copies and VACUUM ANALYZE)", res.Messages, res.LoadTime.Seconds())
+	bytes, err := r.bytesRow(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	r.logf("reads, %d clients, %d pairs each", cfg.Clients, cfg.Iterations)
+	rows, err := r.reads(ctx, linear, edited)
+	if err != nil {
+		return nil, err
+	}
+	res.Rows = append(res.Rows, rows...)
+	// The chart before the writes, which change the paths of the
+	// conversations they write to (and not their flat copies).
+	r.logf("path against depth")
+	if res.Chart, err = r.chartPoints(ctx, linear, edited); err != nil {
+		return nil, err
+	}
+	r.logf("writes on %d conversations", len(writes))
+	if rows, err = r.writes(ctx, writes); err != nil {
+		return nil, err
+	}
+	res.Rows = append(res.Rows, rows...)
+	res.Rows = append(res.Rows, bytes)
+	r.logf("large inputs, N and 4N")
+	if res.Growth, err = r.large(ctx); err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(start)
+	if cfg.Hold != nil {
+		cfg.Hold(e.url)
+	}
+	return res, nil
+}

@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"context"
+	"encoding/xml"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgconvo/pgconvo/internal/localpg"
+)
+
+// tinyConfig is the benchmark at a scale that runs in seconds: every
+// workload, the chart and the large-input cases, a few of everything.
+func tinyConfig() Config {
+	cfg := DefaultConfig()
+	cfg.Conversations = 6
+	cfg.Length = 24
+	cfg.Fsync = false
+	cfg.Iterations = 8
+	cfg.ManyClients = 4
+	cfg.Phases = 1
+	cfg.PhaseTime = 200 * time.Millisecond
+	cfg.WriteConversations = 2
+	cfg.ChartDepths = []int{12, 24, 48}
+	cfg.ChartConversations = 2
+	cfg.LargeScale = 0.01
+	return cfg
+}
+
+// TestRunTiny runs the whole benchmark on a tiny scale, so that the
+// command's code cannot rot: every row, chart point and growth case is
+// measured and lands in the report and the chart.
+func TestRunTiny(t *testing.T) {
+	if _, err := localpg.FindBinaries(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := tinyConfig()
+	cfg.Log = testLog{t}
+	var held string
+	cfg.Hold = func(url string) { held = url }
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(held, database) {
+		t.Errorf("Hold got %q, want the URL of database %s", held, database)
+	}
+	if res.Messages < int64(cfg.Conversations*cfg.Length) {
+		t.Errorf("%d messages loaded, want at least %d", res.Messages, cfg.Conversations*cfg.Length)
+	}
+	if len(res.Rows) != 8 {
+		t.Errorf("%d rows, want one per workload of issue 8's table (8)", len(res.Rows))
+	}
+	for _, row := range res.Rows {
+		if !(row.A > 0 && row.B > 0 && row.Ratio > 0) || row.Samples == 0 {
+			t.Errorf("row %q: %+v, want positive measures", row.Workload, row)
+		}
+	}
+	if len(res.Chart) != len(cfg.ChartDepths) {
+		t.Errorf("%d chart points, want %d", len(res.Chart), len(cfg.ChartDepths))
+	}
+	if len(res.Growth) != 4 {
+		t.Errorf("%d growth cases, want 4", len(res.Growth))
+	}
+	for _, g := range res.Growth {
+		if g.T1 <= 0 || g.T2 <= 0 || g.N2 != 4*g.N1 {
+			t.Errorf("growth case %q: %+v", g.Case, g)
+		}
+	}
+
+	md := res.Markdown("go run ./cmd/bench", "chart.svg")
+	for _, want := range []string{"| workload | pgconvo | baseline | ratio | goal |", "`edit_and_resend`",
+		"bytes per message", "![path latency against depth](chart.svg)", "| 4N / N | goal |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	svg := SVGChart(res.Chart, "path <against> depth")
+	if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil {
+		t.Errorf("the chart is not well-formed XML: %v\n%s", err, svg)
+	}
+	if n := strings.Count(svg, "<polyline"); n != 3 {
+		t.Errorf("the chart has %d lines, want 3 (two trees and the flat list)", n)
+	}
+}
+
+// testLog writes the run's progress to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestGrowthFactor: 4N taking 16 times as long as N is quadratic.
+func TestGrowthFactor(t *testing.T) {
+	g := Growth{N1: 10, N2: 40, T1: time.Second, T2: 16 * time.Second}
+	if got := g.Factor(); got != 16 {
+		t.Fatalf("Factor() = %v, want 16", got)
+	}
+}

@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Row is one line of the results table: a workload, pgconvo's median and
+// its baseline's, and their ratio (pgconvo over the baseline: above 1 is
+// slower or bigger).
+type Row struct {
+	Workload string
+	Baseline string
+	A, B     float64 // medians (or throughputs, or sizes) in Unit
+	Unit     string
+	Ratio    float64
+	Samples  int // per side
+	Goal     string
+}
+
+// spread picks the conversation of a client's iteration from set, spread
+// over the whole set and differing between clients.
+func spread(set []conversation, client, clients, i int) conversation {
+	k := (uint64(i)*uint64(clients) + uint64(client)) * 2654435761
+	return set[k%uint64(len(set))]
+}
+
+// own picks the conversation of a client's iteration so that, with an even
+// number of conversations, no two clients write to one at once.
+func own(set []conversation, client, clients, i int) conversation {
+	return set[(i*clients+client)%len(set)]
+}
+
+// readRow times a read of each picked conversation by pgconvo (query a)
+// and by the baseline (query b), alternating.
+func (r *run) readRow(ctx context.Context, name, baseline string, set []conversation, a, b, goal string) (Row, error) {
+	clients := r.cfg.Clients
+	read := func(query string) step {
+		return func(ctx context.Context, conn *pgx.Conn, client, i int) error {
+			c := spread(set, client, clients, i)
+			return inOwnerTx(ctx, conn, c.owner, func(tx pgx.Tx) error { return readAll(ctx, tx, query, c.id) })
+		}
+	}
+	s, err := alternate(ctx, r.app, clients, r.cfg.Iterations, read(a), read(b))
+	if err != nil {
+		return Row{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return latencyRow(name, baseline, s, goal), nil
+}
+
+// latencyRow makes a row of medians from a pair's samples.
+func latencyRow(name, baseline string, s sides, goal string) Row {
+	a, b := median(s.a), median(s.b)
+	return Row{Workload: name, Baseline: baseline, A: us(a), B: us(b), Unit: "µs",
+		Ratio: float64(a) / float64(b), Samples: len(s.a), Goal: goal}
+}
+
+// us is d in microseconds.
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// reads times path on never-edited and on edited conversations against
+// the flat list, and path_at at the latest instant against path.
+func (r *run) reads(ctx context.Context, linear, edited []conversation) ([]Row, error) {
+	const path = `SELECT * FROM convo.path($1)`
+	var rows []Row
+	for _, w := range []struct {
+		name, baseline string
+		set            []conversation
+		a, b, goal     string
+	}{
+		{fmt.Sprintf("`path`, depth %d, never edited", r.cfg.Length), "flat `(conversation_id, seq)` list of the same rows",
+			linear, path, flatRead, "1.5x"},
+		{fmt.Sprintf("`path`, depth %d, an edit every 10 turns", r.cfg.Length), "the same flat list",
+			edited, path, flatRead, "1.5x"},
+		{"`path_at` at the latest instant (edited conversations)", "`path`",
+			edited, `SELECT * FROM convo.path_at($1, now())`, path, "1.3x"},
+	} {
+		row, err := r.readRow(ctx, w.name, w.baseline, w.set, w.a, w.b, w.goal)
+		if err != nil {
+			return nil, err
+		}
+		r.logf("  %s: %.0f µs vs %.0f µs, %.2fx", row.Workload, row.A, row.B, row.Ratio)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// writes times edit_and_resend, append_message (2 and 16 clients) and an
+// agent turn with an effectful tool call, each beside its floor, on the
+// conversations of set (copied to the write baseline's tables).
+func (r *run) writes(ctx context.Context, set []conversation) ([]Row, error) {
+	clients := r.cfg.Clients
+	var rows []Row
+	fsync := "fsync on"
+	if !r.cfg.Fsync {
+		fsync = "fsync off"
+	}
+
+	// edit_and_resend: each conversation's last user message, edited again
+	// and again (it gathers siblings), on both sides.
+	targets := map[string]string{}
+	for _, c := range set {
+		var id string
+		if err := r.env.admin.QueryRow(ctx, `SELECT message_id::text FROM convo.path($1) WHERE role = 'user'
+			ORDER BY depth DESC LIMIT 1`, c.id).Scan(&id); err != nil {
+			return nil, fmt.Errorf("finding a user message to edit: %w", err)
+		}
+		targets[c.id] = id
+	}
+	edit := func(query string) step {
+		return func(ctx context.Context, conn *pgx.Conn, client, i int) error {
+			c := own(set, client, clients, i)
+			return inOwnerTx(ctx, conn, c.owner, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, query, c.id, targets[c.id], textParts)
+				return err
+			})
+		}
+	}
+	s, err := alternate(ctx, r.app, clients, r.cfg.Iterations, edit(`SELECT convo.edit_and_resend($1, $2, $3::jsonb)`), edit(editFloor))
+	if err != nil {
+		return nil, fmt.Errorf("edit_and_resend: %w", err)
+	}
+	goal := map[bool]string{false: "2x", true: "1.5x"}[r.cfg.Fsync]
+	rows = append(rows, latencyRow("`edit_and_resend` ("+fsync+")", "minimal SQL: lock, insert the sibling, move the head, log it; one statement", s, goal))
+	r.logRow(rows[len(rows)-1])
+
+	appendStep := func(pick func([]conversation, int, int, int) conversation, clients int, query string) step {
+		return func(ctx context.Context, conn *pgx.Conn, client, i int) error {
+			c := pick(set, client, clients, i)
+			return inOwnerTx(ctx, conn, c.owner, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, query, c.id, "user", textParts)
+				return err
+			})
+		}
+	}
+	const appendAPI = `SELECT convo.append_message($1, $2, $3::jsonb)`
+	s, err = alternate(ctx, r.app, clients, r.cfg.Iterations,
+		appendStep(own, clients, appendAPI), appendStep(own, clients, appendFloor))
+	if err != nil {
+		return nil, fmt.Errorf("append_message: %w", err)
+	}
+	rows = append(rows, latencyRow("`append_message` ("+fsync+")", "minimal SQL: lock, insert the child, move the head, log it; one statement", s, goal))
+	r.logRow(rows[len(rows)-1])
+
+	row, err := r.manyClients(ctx, set, appendStep(spread, r.cfg.ManyClients, appendAPI), appendStep(spread, r.cfg.ManyClients, appendFloor))
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row)
+	r.logRow(row)
+
+	row, err = r.agentTurns(ctx, set)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row)
+	r.logRow(row)
+	return rows, nil
+}
+
+// manyClients runs a and b on ManyClients connections over the same
+// conversations, in alternating phases, and compares their throughputs.
+func (r *run) manyClients(ctx context.Context, set []conversation, a, b step) (Row, error) {
+	var as, bs []time.Duration
+	var ta, tb time.Duration
+	for phase := 0; phase < 2*r.cfg.Phases; phase++ {
+		s, t := a, &ta
+		if phase%2 == 1 {
+			s, t = b, &tb
+		}
+		start := time.Now()
+		samples, err := throughput(ctx, r.many, r.cfg.ManyClients, r.cfg.PhaseTime, s, phase*1_000_000)
+		if err != nil {
+			return Row{}, fmt.Errorf("append_message with %d clients: %w", r.cfg.ManyClients, err)
+		}
+		*t += time.Since(start)
+		if phase%2 == 0 {
+			as = append(as, samples...)
+		} else {
+			bs = append(bs, samples...)
+		}
+	}
+	qa, qb := float64(len(as))/ta.Seconds(), float64(len(bs))/tb.Seconds()
+	return Row{
+		Workload: fmt.Sprintf("`append_message`, %d clients on the same %d conversations (throughput; median latency %.0f µs vs %.0f µs)",
+			r.cfg.ManyClients, len(set), us(median(as)), us(median(bs))),
+		Baseline: fmt.Sprintf("the minimal append, %d clients", r.cfg.ManyClients),
+		A:        qa, B: qb, Unit: "appends/s", Ratio: qb / qa, Samples: min(len(as), len(bs)), Goal: "2x",
+	}, nil
+}
+
+// agentTurns times an agent turn with an effectful tool call, as the
+// README's agent loop runs it (user text; the assistant's tool_use and the
+// effect_for_call decision, committed before the request would leave; the
+// settlement and the tool result; the answer: four transactions), beside
+// the same four transactions with text in place of the call and the result.
+func (r *run) agentTurns(ctx context.Context, set []conversation) (Row, error) {
+	clients := r.cfg.Clients
+	const appendAPI = `SELECT convo.append_message($1, $2, $3::jsonb)`
+	turn := func(effect bool) step {
+		return func(ctx context.Context, conn *pgx.Conn, client, i int) error {
+			c := own(set, client, clients, i)
+			do := func(role, parts string, more func(tx pgx.Tx) error) error {
+				return inOwnerTx(ctx, conn, c.owner, func(tx pgx.Tx) error {
+					if more != nil {
+						if err := more(tx); err != nil {
+							return err
+						}
+					}
+					if role == "" {
+						return nil
+					}
+					_, err := tx.Exec(ctx, appendAPI, c.id, role, parts)
+					return err
+				})
+			}
+			if err := do("user", textParts, nil); err != nil {
+				return err
+			}
+			if !effect {
+				for _, role := range []string{"assistant", "tool", "assistant"} {
+					if err := do(role, textParts, nil); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			call := "toolu_" + newUUID()
+			var effectID string
+			use := `[{"type":"tool_use","id":"` + call + `","name":"bench_purchase","input":{"amount_minor":` +
+				strconv.Itoa(100+i) + `,"currency":"EUR"}}]`
+			if err := inOwnerTx(ctx, conn, c.owner, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, appendAPI, c.id, "assistant", use); err != nil {
+					return err
+				}
+				var decision string
+				if err := tx.QueryRow(ctx, `SELECT effect_id::text, decision FROM convo.effect_for_call($1, $2)`, c.id, call).
+					Scan(&effectID, &decision); err != nil {
+					return err
+				}
+				if decision != "execute" {
+					return fmt.Errorf("tool call %s: decision %s, want execute", call, decision)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			result := `[{"type":"tool_result","tool_use_id":"` + call + `","content":"` + text + `"}]`
+			if err := do("tool", result, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT convo.settle_effect($1, $2, 'applied', p_external_ref => $3)`, c.id, effectID, "ch_"+call)
+				return err
+			}); err != nil {
+				return err
+			}
+			return do("assistant", textParts, nil)
+		}
+	}
+	s, err := alternate(ctx, r.app, clients, max(r.cfg.Iterations/4, 2), turn(true), turn(false))
+	if err != nil {
+		return Row{}, fmt.Errorf("agent turn: %w", err)
+	}
+	return latencyRow("an agent turn with an effectful tool call: user text; `tool_use` + `effect_for_call`; `settle_effect` + tool result; answer (4 transactions)",
+		"the same 4 transactions, text in place of the call and the result", s, "1.5x"), nil
+}
+
+// logRow prints a row as it is measured.
+func (r *run) logRow(row Row) {
+	r.logf("  %s: %.0f %s vs %.0f %s, %.2fx", row.Workload, row.A, row.Unit, row.B, row.Unit, row.Ratio)
+}
+
+// bytesRow compares the bytes per message of pgconvo (every table, index
+// and TOAST relation of both its schemas, over the messages stored) with the
+// flat list's (over its rows), both after VACUUM. convo.conversations is
+// compacted first (VACUUM FULL): the loader moves each head a few hundred
+// times in one transaction, leaving as many dead row versions, where an
+// application's one move a transaction leaves them to be pruned at once.
+func (r *run) bytesRow(ctx context.Context) (Row, error) {
+	if _, err := r.env.admin.Exec(ctx, `VACUUM FULL convo.conversations`); err != nil {
+		return Row{}, fmt.Errorf("compacting convo.conversations: %w", err)
+	}
+	var a, b float64
+	err := r.env.admin.QueryRow(ctx, `
+		SELECT (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c
+		         WHERE c.relnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace) AND c.relkind IN ('r', 'p', 'm'))
+		       / (SELECT count(*) FROM convo.messages),
+		       pg_total_relation_size('bench.flat') / (SELECT count(*) FROM bench.flat)::numeric`).Scan(&a, &b)
+	if err != nil {
+		return Row{}, fmt.Errorf("measuring bytes per message: %w", err)
+	}
+	row := Row{Workload: "bytes per message, every table, index and copy (after VACUUM)", Baseline: "the flat list",
+		A: a, B: b, Unit: "bytes", Ratio: a / b, Samples: 1, Goal: "2x"}
+	r.logRow(row)
+	return row, nil
+}

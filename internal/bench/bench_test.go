@@ -33,7 +33,7 @@ func tinyConfig() Config {
 // measured and lands in the report and the chart.
 func TestRunTiny(t *testing.T) {
 	if _, err := localpg.FindBinaries(); err != nil {
-		t.Skip(err)
+		t.Fatalf("no PostgreSQL server binaries (install them, as .ci/run does): %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -14,12 +14,12 @@ import (
 
 // persistentDir returns a fresh directory for a persistent server, in a
 // parent the server's OS user can enter (so no /var/tmp fallback is made),
-// and stops the server and removes everything when the test ends. It skips
-// the test when there are no server binaries.
+// and stops the server and removes everything when the test ends. Without
+// server binaries it fails, as the tests package does.
 func persistentDir(t *testing.T) string {
 	t.Helper()
 	if _, err := FindBinaries(); err != nil {
-		t.Skip(err)
+		t.Fatalf("no PostgreSQL server binaries (install them, as .ci/run does): %v", err)
 	}
 	parent, err := os.MkdirTemp("", "pgconvo-persistent-test-")
 	if err != nil {

@@ -226,6 +226,23 @@ func TestLoad(t *testing.T) {
 	for i := 0; i < 16; i++ {
 		pools = append(pools, newPool(t, db.Config().ConnString(), pgx.QueryExecModeCacheStatement))
 	}
+	// Throughput per 10-second window, to see whether it holds as the
+	// conversations grow.
+	go func() {
+		last := 0
+		for w := 1; ; w++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Second):
+				r.mu.Lock()
+				n := len(r.acks)
+				r.mu.Unlock()
+				t.Logf("window %d: %d calls acknowledged, %.0f/s", w, n-last, float64(n-last)/10)
+				last = n
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for i := 0; i < 16; i++ {

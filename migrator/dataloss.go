@@ -181,7 +181,9 @@ func countDropped(ctx context.Context, db *sql.DB, tables, schemas, seeded []str
 	if _, err := tx.ExecContext(ctx, `SET LOCAL row_security = off`); err != nil {
 		return nil, err
 	}
-	// The tables that exist, as PostgreSQL names them, less the seeded ones.
+	// The tables that exist, as PostgreSQL names them, less the seeded ones
+	// and the derived ones (a COMMENT beginning "Derived": convo.live_path,
+	// which the tree and the head log rebuild).
 	rows, err := tx.QueryContext(ctx, `
 		SELECT DISTINCT c.oid::regclass::text
 		  FROM pg_class c
@@ -189,6 +191,7 @@ func countDropped(ctx context.Context, db *sql.DB, tables, schemas, seeded []str
 		   AND (c.oid IN (SELECT to_regclass(t) FROM unnest($1::text[]) t)
 		        OR c.relnamespace IN (SELECT to_regnamespace(s) FROM unnest($2::text[]) s))
 		   AND c.oid NOT IN (SELECT to_regclass(t) FROM unnest($3::text[]) t WHERE to_regclass(t) IS NOT NULL)
+		   AND coalesce(obj_description(c.oid, 'pg_class'), '') NOT LIKE 'Derived%'
 		 ORDER BY 1`, pgTextArray(tables), pgTextArray(schemas), pgTextArray(seeded))
 	if err != nil {
 		return nil, fmt.Errorf("looking up the tables: %w", err)

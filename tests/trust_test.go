@@ -394,6 +394,8 @@ func forgeries(n tenant, liveText, unregisteredMsg string) []forgery {
 			 result_ref, arguments, arguments_valid, filled_at, settled_at, deadline_at)
 			VALUES (gen_random_uuid(), '%s', 'forged-key-0001', 'file_followup', 1, '{}', 'x', 'applied', 201,
 			        'fu_x', '{}', true, now(), now(), now())`, n.owner), refused},
+		{"a live-path row naming another branch", fmt.Sprintf(`UPDATE convo.live_path SET message_id = '%s'
+			WHERE conversation_id = '%s' AND depth = 0`, n.user, n.conv), refused},
 		{"disabling an append-only trigger", `ALTER TABLE convo.messages DISABLE TRIGGER messages_append_only`, []string{"42501"}},
 		{"disabling every trigger of the head log", `ALTER TABLE convo.conversation_head_log DISABLE TRIGGER ALL`, []string{"42501"}},
 		{"an allowlist entry behind register_tool's back", `INSERT INTO convo.tools
@@ -601,6 +603,9 @@ func TestSelfCheckFindsEachBreak(t *testing.T) {
 			return fmt.Sprintf(`INSERT INTO convo.conversation_head_log (conversation_id, head_message_id, previous_head_id, reason)
 				VALUES ('%s', '%s', (SELECT head_message_id FROM convo.conversations WHERE id = '%s'), 'switch')`, n.conv, n.root, n.conv)
 		}},
+		{"live_path_index", "live_path rows differ", func(n tenant) string {
+			return fmt.Sprintf(`UPDATE convo.live_path SET sibling_count = sibling_count + 1 WHERE conversation_id = '%s' AND depth = 0`, n.conv)
+		}},
 		{"effects_linked", "creating calls", func(n tenant) string {
 			return fmt.Sprintf(`INSERT INTO convo.tool_effect_calls (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision)
 				SELECT conversation_id, tool_call_id, message_id, ordinal, '%s', 'execute' FROM convo.message_parts
@@ -658,12 +663,12 @@ func TestVerify(t *testing.T) {
 	db := stdlib.OpenDBFromPool(pool)
 	t.Cleanup(func() { db.Close() })
 	checks, err := migrator.Verify(context.Background(), db)
-	if err != nil || len(checks) < 10 {
+	if err != nil || len(checks) < 11 {
 		t.Fatalf("verify on a fresh database: %d checks, %v", len(checks), err)
 	}
 	mustExec(t, pool, `ALTER TABLE convo.conversation_head_log DISABLE TRIGGER conversation_head_log_no_forgery`)
 	checks, err = migrator.Verify(context.Background(), db)
-	if err == nil || !strings.Contains(err.Error(), "1 of 10 checks failed: [append_only_triggers]") || len(checks) != 10 {
+	if err == nil || !strings.Contains(err.Error(), "1 of 11 checks failed: [append_only_triggers]") || len(checks) != 11 {
 		t.Fatalf("verify after disabling a trigger: %d checks, %v", len(checks), err)
 	}
 }

@@ -6,6 +6,13 @@
 //	go run ./cmd/bench                 # the default: 2,000 conversations of depth 200, fsync on
 //	go run ./cmd/bench -fsync=false    # commits that do not wait for the disk
 //	go run ./cmd/bench -scale 0.25     # a quarter of the conversations
+//	go run ./cmd/bench -load 60s       # only the long load and crash runs
+//
+// The load and crash runs are the tests TestLoad and TestCrashRecovery
+// (tests/load_test.go), which go test runs for a few seconds each; -load runs
+// them for the given time each, through go test, so the checks that follow
+// the load (every acknowledged call present once, linear chains, heads equal
+// to their last log rows, self_check clean) are the same code.
 package main
 
 import (
@@ -13,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -39,8 +47,12 @@ func run(args []string) error {
 	fs.Float64Var(&cfg.LargeScale, "large", cfg.LargeScale, "multiply the N of the large-input cases")
 	keep := fs.Bool("keep", false, "keep the server running after the run, until interrupted, to look at the data")
 	out := fs.String("out", "bench-results.md", "the Markdown report; the SVG chart goes beside it, as .svg")
+	load := fs.Duration("load", 0, "instead of the benchmark, run the load test and the crash test for this long each (at least 60s for the issue's long versions)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *load > 0 {
+		return runLoad(*load)
 	}
 	cfg.Conversations = max(int(float64(cfg.Conversations)**scale), 2)
 	cfg.WriteConversations = min(cfg.WriteConversations, cfg.Conversations)
@@ -77,6 +89,23 @@ func run(args []string) error {
 	}
 	fmt.Printf("\n%s\n%s\n%s\n%s\nwrote %s and %s; %.0f s in all\n",
 		res.Setup(), res.Table(), res.ChartTable(), res.GrowthTable(), *out, svgPath, res.Elapsed.Seconds())
+	return nil
+}
+
+// runLoad runs TestLoad and TestCrashRecovery for d each, printing their
+// logs (throughput per 10-second window, crashes, the checks) as they go.
+func runLoad(d time.Duration) error {
+	if d < time.Second {
+		return fmt.Errorf("-load %s: want at least 1s", d)
+	}
+	cmd := exec.Command("go", "test", "./tests", "-count=1", "-v", "-timeout", (4*d + 10*time.Minute).String(),
+		"-run", "^(TestLoad|TestCrashRecovery)$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PGCONVO_LOAD_SECONDS=%d", int(d.Seconds())))
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	fmt.Printf("running %s with PGCONVO_LOAD_SECONDS=%d\n", strings.Join(cmd.Args, " "), int(d.Seconds()))
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("the load and crash tests: %w", err)
+	}
 	return nil
 }
 

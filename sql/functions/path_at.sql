@@ -1,6 +1,9 @@
 -- path_at: the path that was live at an instant ("which conversation did the
 -- customer see at 14:03"), with sibling counts as they were then; empty if
--- there was no head yet.
+-- there was no head yet. When nothing on the live path changed after p_at
+-- (the head then is the head now, and no live_path row is newer), that path
+-- is the live-path index, read as path reads it; otherwise it is walked from
+-- the tree (path_from).
 CREATE OR REPLACE FUNCTION convo.path_at(p_conversation_id uuid, p_at timestamptz)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
                branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
@@ -9,9 +12,22 @@ STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_head uuid := convo.head_at(p_conversation_id, p_at);
 BEGIN
-    RETURN QUERY
-    SELECT * FROM convo_private.path_from(p_conversation_id, convo.head_at(p_conversation_id, p_at), p_at);
+    IF v_head IS NOT DISTINCT FROM (convo_private.conversation_ref(p_conversation_id)).head_message_id
+       AND NOT EXISTS (SELECT 1 FROM convo.live_path l
+                        WHERE l.conversation_id = p_conversation_id AND l.since > p_at) THEN
+        RETURN QUERY
+        SELECT l.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
+               l.sibling_count
+          FROM convo.live_path l
+          JOIN convo.messages m ON m.conversation_id = p_conversation_id AND m.id = l.message_id
+         WHERE l.conversation_id = p_conversation_id
+         ORDER BY l.depth;
+    ELSE
+        RETURN QUERY SELECT * FROM convo_private.path_from(p_conversation_id, v_head, p_at);
+    END IF;
 END;
 $$;
 

@@ -61,6 +61,26 @@ BEGIN
     RETURN QUERY SELECT 'heads_match_log', v_bad IS NULL,
                         coalesce(array_to_string(v_bad[1:10], '; '), 'every head is its last logged move');
 
+    -- The live-path index (convo.live_path, what path reads) holds exactly
+    -- the path from the root to each head, with its sibling counts, walked
+    -- from the tree here. Repair: convo_private.rebuild_live_path(id).
+    SELECT array_agg(x.id ORDER BY x.id) INTO v_bad FROM (
+        SELECT 'conversation ' || c.id || ': ' || d.n || ' live_path rows differ from the path to its head' AS id
+          FROM convo.conversations c
+         CROSS JOIN LATERAL (
+               SELECT count(*) AS n
+                 FROM convo_private.path_from(c.id, c.head_message_id, NULL) p
+                 FULL JOIN (SELECT l.* FROM convo.live_path l WHERE l.conversation_id = c.id) l ON l.depth = p.depth
+                WHERE p.message_id IS DISTINCT FROM l.message_id OR p.sibling_count IS DISTINCT FROM l.sibling_count) d
+         WHERE d.n > 0
+        UNION ALL
+        SELECT 'live_path rows of conversation ' || l.conversation_id || ', which does not exist'
+          FROM convo.live_path l
+         WHERE NOT EXISTS (SELECT 1 FROM convo.conversations c WHERE c.id = l.conversation_id)
+         GROUP BY l.conversation_id) x;
+    RETURN QUERY SELECT 'live_path_index', v_bad IS NULL,
+                        coalesce(array_to_string(v_bad[1:10], '; '), 'every live path is its head''s path');
+
     -- Every effect was created by exactly one call (execute, confirm or
     -- rejected) and every link names a tool_use of the effect's tool.
     SELECT array_agg(x.id ORDER BY x.id) INTO v_bad FROM (
@@ -111,7 +131,7 @@ BEGIN
     SELECT array_agg(t.name ORDER BY t.name) INTO v_bad
       FROM unnest(ARRAY['conversations', 'messages', 'message_parts', 'conversation_head_log', 'generations',
                         'tool_effects', 'tool_effect_calls', 'tool_effect_events', 'tool_receipts',
-                        'erasures', 'erasure_places']) AS t (name)
+                        'erasures', 'erasure_places', 'live_path']) AS t (name)
       LEFT JOIN pg_class c ON c.oid = to_regclass('convo.' || t.name)
      WHERE c.relrowsecurity IS NOT TRUE;
     RETURN QUERY SELECT 'row_level_security', v_bad IS NULL,

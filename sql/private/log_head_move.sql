@@ -2,7 +2,8 @@
 -- head, by any statement, in the same transaction. SECURITY DEFINER: it is
 -- the one writer of the head log besides a superuser. The reason and mover
 -- come from move_head_to (pgconvo's own moves) or conversations_guard (any
--- other UPDATE: direct_update by session_user); it clears them after use.
+-- other UPDATE: direct_update by session_user); it clears them after use. It moves the
+-- live-path index (move_live_path) with the head.
 CREATE OR REPLACE FUNCTION convo_private.log_head_move()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -22,6 +23,7 @@ BEGIN
     INSERT INTO convo.conversation_head_log
         (conversation_id, head_message_id, previous_head_id, moved_by, reason)
     VALUES (NEW.id, NEW.head_message_id, OLD.head_message_id, v_moved_by, v_reason);
+    PERFORM convo_private.move_live_path(NEW.id, NEW.head_message_id);
     RETURN NULL;
 END;
 $$;

@@ -1,7 +1,8 @@
 -- messages_fill_tree: checks a new message's role and parts and computes its
 -- place in the tree (depth, sibling_index, branch_id, created_at) from its
 -- parent, whoever inserts it, under the conversation's row lock so that
--- concurrent writers serialize.
+-- concurrent writers serialize. A new sibling of a message on the live path
+-- raises that message's sibling_count in convo.live_path.
 CREATE OR REPLACE FUNCTION convo_private.messages_fill_tree()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -41,6 +42,15 @@ BEGIN
     END IF;
     IF NEW.sibling_index > 1 AND NEW.branch_reason IS NULL THEN
         NEW.branch_reason := 'branch';
+    END IF;
+    IF NEW.sibling_index > 1 THEN
+        UPDATE convo.live_path l
+           SET sibling_count = NEW.sibling_index, since = clock_timestamp()
+         WHERE l.conversation_id = NEW.conversation_id AND l.depth = NEW.depth
+           AND (NEW.parent_id IS NULL
+                OR EXISTS (SELECT 1 FROM convo.live_path p
+                            WHERE p.conversation_id = NEW.conversation_id AND p.depth = NEW.depth - 1
+                              AND p.message_id = NEW.parent_id));
     END IF;
     NEW.created_at := clock_timestamp();
     RETURN NEW;

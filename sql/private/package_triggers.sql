@@ -16,6 +16,7 @@ BEGIN ATOMIC
         ('conversations', 'conversations_no_delete', 'append_only'),
         ('conversations', 'conversations_erasure_only', 'append_only'),
         ('effect_transitions', 'effect_transitions_fixed', 'append_only'),
+        ('live_path', 'live_path_no_forgery', 'append_only'),
         ('generations', 'generations_no_delete', 'append_only'),
         ('message_parts', 'message_parts_append_only', 'append_only'),
         ('message_parts', 'message_parts_no_forgery', 'append_only'),

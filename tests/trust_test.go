@@ -23,7 +23,7 @@ var apiFunctions = []string{
 	"decline_effect", "edit_and_resend", "effect_for_call", "erase_conversation", "erase_owner", "expire_receipts", "fail_generation", "fail_receipt",
 	"fill_receipt", "generation_stale_after", "head_at", "head_history", "max_detail_bytes", "max_message_bytes",
 	"max_metadata_bytes", "max_part_bytes", "max_ref_length", "max_request_bytes", "max_tool_input_bytes",
-	"move_head", "path", "path_at", "regenerate", "register_tool", "self_check", "settle_effect",
+	"move_head", "path", "path_at", "regenerate", "register_tool", "request_digest", "request_messages", "self_check", "settle_effect",
 }
 
 // TestSchemaConvoIsTheAPI: \df convo.* lists the contract and nothing else;
@@ -157,6 +157,8 @@ func TestOwnersSeeOnlyTheirOwn(t *testing.T) {
 		{"head_at", `SELECT convo.head_at($1, clock_timestamp())`, []any{bob.conv}, "CV002"},
 		{"head_history", `SELECT * FROM convo.head_history($1)`, []any{bob.conv}, "CV002"},
 		{"alternatives", `SELECT * FROM convo.alternatives($1, $2)`, []any{bob.conv, bob.user}, "CV002"},
+		{"request_messages", `SELECT convo.request_messages($1)`, []any{bob.conv}, "CV002"},
+		{"request_digest", `SELECT convo.request_digest($1, $2, 'anthropic')`, []any{bob.conv, bob.user}, "CV002"},
 		{"append_message", `SELECT convo.append_message($1, 'user', $2)`, []any{bob.conv, parts}, "CV002"},
 		{"edit_and_resend", `SELECT convo.edit_and_resend($1, $2, $3)`, []any{bob.conv, bob.edited, parts}, "CV002"},
 		{"regenerate", `SELECT convo.regenerate($1, $2, $3)`, []any{bob.conv, bob.answer, parts}, "CV002"},

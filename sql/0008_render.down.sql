@@ -1,4 +1,4 @@
--- 0007_render down: reverses 0007_render.up.sql.
+-- 0008_render down: reverses 0008_render.up.sql.
 
 -- Act as the owner role: a migrating role that is not a superuser becomes
 -- a member for this transaction only (it needs CREATEROLE for that).

@@ -1,4 +1,4 @@
--- 0007_render: the request the model saw: a path rendered as a provider's request
+-- 0008_render: the request the model saw: a path rendered as a provider's request
 -- messages (openai, anthropic) and the SHA-256 of that body for begin_generation.
 
 -- Act as the owner role: a migrating role that is not a superuser becomes

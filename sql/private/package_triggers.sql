@@ -1,7 +1,8 @@
 -- package_triggers: every trigger pgconvo puts on its tables, by what it
 -- guards: append_only (refuse_change, refuse_forgery), head_log (the head
 -- log's writer and the guard that names direct updates) and rule (the tree,
--- the state machines, the ledger). self_check requires each present and
+-- the state machines, the ledger, the notifications of convo_head and
+-- convo_effect). self_check requires each present and
 -- ENABLE ALWAYS, and no other trigger on the package's tables.
 CREATE OR REPLACE FUNCTION convo_private.package_triggers()
 RETURNS TABLE (table_name text, trigger_name text, guards text)
@@ -47,5 +48,8 @@ BEGIN ATOMIC
         ('messages', 'messages_split_parts', 'rule'),
         ('tool_effects', 'tool_effects_log', 'rule'),
         ('tool_effects', 'tool_effects_transition', 'rule'),
-        ('tool_receipts', 'tool_receipts_transition', 'rule')) AS t (table_name, trigger_name, guards);
+        ('tool_receipts', 'tool_receipts_transition', 'rule'),
+        ('conversation_head_log', 'conversation_head_log_notify', 'rule'),
+        ('tool_effect_events', 'tool_effect_events_notify', 'rule'),
+        ('tool_receipts', 'tool_receipts_notify', 'rule')) AS t (table_name, trigger_name, guards);
 END;

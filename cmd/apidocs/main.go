@@ -1,0 +1,84 @@
+// Command apidocs rewrites docs/api.md from the catalog:
+//
+//	go run ./cmd/apidocs            # writes docs/api.md
+//	go run ./cmd/apidocs -o FILE    # writes FILE instead ("-" for stdout)
+//
+// It starts a throwaway PostgreSQL server (internal/localpg, as the tests
+// do), migrates its database to the latest version, reads every function and
+// view of schema convo from the catalog (internal/apidocs) and writes the
+// file; the server is then stopped and removed. The output depends only on
+// the migrations, so a run on an unchanged tree rewrites the same bytes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgconvo/pgconvo/internal/apidocs"
+	"github.com/pgconvo/pgconvo/internal/localpg"
+	"github.com/pgconvo/pgconvo/migrator"
+)
+
+func main() {
+	out := flag.String("o", "docs/api.md", `the file to write ("-" for standard output)`)
+	flag.Parse()
+	if err := run(context.Background(), *out); err != nil {
+		fmt.Fprintln(os.Stderr, "apidocs:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, out string) (err error) {
+	srv, err := localpg.StartEphemeral(ctx, localpg.Options{MaxConnections: 20})
+	if err != nil {
+		if errors.Is(err, localpg.ErrNoBinaries) {
+			return fmt.Errorf("%w: %s", err, localpg.InstallHint)
+		}
+		return err
+	}
+	defer func() {
+		if stopErr := srv.Stop(); err == nil {
+			err = stopErr
+		}
+	}()
+	url := srv.URL("postgres")
+	m, err := migrator.Open(url)
+	if err != nil {
+		return err
+	}
+	if err := m.Up(ctx); err != nil {
+		m.Close()
+		return fmt.Errorf("migrating: %w", err)
+	}
+	if err := m.Close(); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	text, err := apidocs.Generate(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if missing, err := apidocs.Uncommented(ctx, conn); err != nil {
+		return err
+	} else if len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "apidocs: without a COMMENT ON (add one in its object file): %v\n", missing)
+	}
+	if out == "-" {
+		_, err = os.Stdout.WriteString(text)
+		return err
+	}
+	if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("wrote", out)
+	return nil
+}

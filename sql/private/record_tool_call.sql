@@ -2,7 +2,8 @@
 -- that stores its tool_use part, before any request can leave, whatever
 -- function (or statement) appended the assistant message, against the
 -- tool's latest version at that moment. An unregistered tool gets no row
--- (effect_for_call answers CV007, even once it is registered).
+-- (effect_for_call answers CV007, even once it is registered). An import
+-- (is_import) writes its exported ledger rows itself, so none are decided here.
 --   replay:   a registered tool without effects: free to run again, no effect.
 --   rejected: the input fails the tool's frozen schema: a failed effect, 422.
 --   reuse:    an effect already has this call's scope key: the call is linked to it.
@@ -29,6 +30,10 @@ DECLARE
     v_repeats   uuid;
     v_decision  text;
 BEGIN
+    -- An import writes the exported decisions and effects itself.
+    IF convo_private.is_import(NEW.conversation_id) THEN
+        RETURN NULL;
+    END IF;
     SELECT * INTO v_tool FROM convo.tools t WHERE t.name = NEW.tool_name ORDER BY t.version DESC LIMIT 1;
     IF NOT FOUND THEN
         RETURN NULL;

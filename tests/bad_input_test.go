@@ -122,6 +122,9 @@ func validCalls(f badInputFixture) []call {
 		{"args_errors", []arg{{"p_schema", `'{"type": "object"}'`, false}, {"p_value", `'{}'`, false}, {"p_path", "'$'", false}}},
 		{"erase_conversation", []arg{{"p_conversation_id", u(f.conv), false}, {"p_reason", "'asked'", false}}},
 		{"erase_owner", []arg{{"p_owner_id", "'owner-1'", false}, {"p_reason", "'asked'", false}}},
+		{"export_conversation", []arg{{"p_conversation_id", u(f.conv), false}}},
+		{"import_conversation", []arg{{"p_owner_id", "'owner-1'", false},
+			{"p_export", "convo.export_conversation(" + u(f.conv) + ")", false}}}, // a repeat: the same id
 		{"self_check", nil},
 		{"max_message_bytes", nil}, {"max_part_bytes", nil}, {"max_tool_input_bytes", nil}, {"max_metadata_bytes", nil},
 		{"max_request_bytes", nil}, {"max_detail_bytes", nil}, {"max_ref_length", nil}, {"generation_stale_after", nil},

@@ -94,9 +94,11 @@ func TestCheckDataLossUnreadable(t *testing.T) {
 		t.Fatalf("without SELECT: want permission denied, got %v", err)
 	}
 
-	// With SELECT on the tables and no policy for the role, row-level
-	// security would show it no rows: the count must fail, not say 0.
-	mustExec(t, pool, fmt.Sprintf(`GRANT USAGE ON SCHEMA convo TO %s; GRANT SELECT ON ALL TABLES IN SCHEMA convo TO %s`, role, role))
+	// With SELECT on the tables (the private ones too, which have no
+	// policies) and no policy for the role, row-level security would show
+	// it no rows: the count must fail, not say 0.
+	mustExec(t, pool, fmt.Sprintf(`GRANT USAGE ON SCHEMA convo, convo_private TO %s;
+		GRANT SELECT ON ALL TABLES IN SCHEMA convo, convo_private TO %s`, role, role))
 	mustExec(t, pool, `SELECT convo.create_conversation('owner-1', 'You are helpful.')`)
 	if err := weak.CheckDataLoss(ctx, 0); err == nil || !strings.Contains(err.Error(), "row-level security") {
 		t.Fatalf("under row-level security: want an error naming it, got %v", err)

@@ -2,8 +2,9 @@
 -- head, by any statement, in the same transaction. SECURITY DEFINER: it is
 -- the one writer of the head log besides a superuser. The reason and mover
 -- come from move_head_to (pgconvo's own moves) or conversations_guard (any
--- other UPDATE: direct_update by session_user); it clears them after use. It moves the
--- live-path index (move_live_path) with the head.
+-- other UPDATE: direct_update by session_user); it clears them after use.
+-- An import (is_import) writes the exported log rows instead. Every move,
+-- an import's too, moves the live-path index (move_live_path) with the head.
 CREATE OR REPLACE FUNCTION convo_private.log_head_move()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -14,6 +15,11 @@ DECLARE
     v_reason   text := nullif(current_setting('convo.head_reason', true), '');
     v_moved_by text := nullif(current_setting('convo.head_moved_by', true), '');
 BEGIN
+    PERFORM convo_private.move_live_path(NEW.id, NEW.head_message_id);
+    -- An import writes the exported head log itself, the move to its head included.
+    IF convo_private.is_import(NEW.id) THEN
+        RETURN NULL;
+    END IF;
     IF v_reason IS NULL THEN
         v_reason := 'direct_update';
         v_moved_by := session_user;
@@ -23,7 +29,6 @@ BEGIN
     INSERT INTO convo.conversation_head_log
         (conversation_id, head_message_id, previous_head_id, moved_by, reason)
     VALUES (NEW.id, NEW.head_message_id, OLD.head_message_id, v_moved_by, v_reason);
-    PERFORM convo_private.move_live_path(NEW.id, NEW.head_message_id);
     RETURN NULL;
 END;
 $$;

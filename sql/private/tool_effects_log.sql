@@ -3,13 +3,17 @@
 -- evidence named by set_effect_context, or session_user and none. The
 -- settings are honoured only for pgconvo's own transitions (current_user
 -- convo_owner): any session can set them, so they never name who did a
--- transition made by anyone else (a superuser's direct UPDATE).
+-- transition made by anyone else (a superuser's direct UPDATE). An import
+-- (is_import) writes the exported events instead.
 CREATE OR REPLACE FUNCTION convo_private.tool_effects_log()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF convo_private.is_import(NEW.conversation_id) THEN
+        RETURN NULL; -- an import writes the exported events itself
+    END IF;
     IF TG_OP = 'UPDATE' AND NEW.state = OLD.state THEN
         RETURN NULL; -- no transition (tool_effects_transition let only an identical row through)
     END IF;

@@ -1,0 +1,19 @@
+-- export_conversation: everything pgconvo holds about one conversation, as
+-- one JSON document that import_conversation reads back identically (the
+-- answer to a data-subject access request, too). A read: the caller must see
+-- the conversation's owner (CV002 otherwise, as path does).
+CREATE OR REPLACE FUNCTION convo.export_conversation(p_conversation_id uuid)
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM convo_private.conversation_ref(p_conversation_id);
+    RETURN convo_private.export_of(p_conversation_id);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.export_conversation(uuid) IS
+    'Everything stored about one conversation as JSON: {"format": "pgconvo.export", "version": 1, "conversation": its row, "messages": the tree with parts, "head_log", "generations", "tools": the tool versions its effects were checked against, "tool_calls": ledger decisions, "effects", "effect_events", "erasures" (with places), "origins": import origins, filled when the import tables exist}; each row as its table''s columns, times in UTC. See the README.';

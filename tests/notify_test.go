@@ -414,3 +414,41 @@ func TestNotifyListenerOfAnyRole(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNotifySwitchedOff: with convo.notify off (here for a session; a DBA
+// sets it per database or role) head moves, effect transitions and
+// receipts send nothing, and the same changes send again once it is on.
+func TestNotifySwitchedOff(t *testing.T) {
+	db := newDB(t)
+	effRegisterPurchase(t, db, "buy", "tool_call", "1 hour")
+	registerTestTool(t, db, "file_followup", true, followupSchema)
+	conv := createConversation(t, db, "owner-1", "")
+	heads, effects := listen(t, db, "convo_head"), listen(t, db, "convo_effect")
+	ctx := context.Background()
+	run := func(notify string) {
+		t.Helper()
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			for _, q := range []string{
+				`SELECT set_config('convo.notify', '` + notify + `', true)`,
+				`SELECT convo.append_message('` + conv + `', 'assistant', '` + effToolUses(effBuy("toolu_"+notify, "buy", 500)) + `')`,
+				`SELECT convo.settle_effect('` + conv + `', (SELECT effect_id FROM convo.effect_for_call('` + conv + `', 'toolu_` + notify + `')), 'applied', p_external_ref => 'ch_` + notify + `')`,
+				`SELECT * FROM convo.begin_receipt('owner-1', 'receipt-key-` + notify + `', 'file_followup')`,
+			} {
+				if _, err := tx.Exec(ctx, q); err != nil {
+					return fmt.Errorf("%s: %w", q, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("off")
+	requireEqual(t, "convo_head notifications with convo.notify off", len(heads.drain("convo_head")), 0)
+	requireEqual(t, "convo_effect notifications with convo.notify off", len(effects.drain("convo_effect")), 0)
+	run("on")
+	requireEqual(t, "convo_head notifications with convo.notify on", len(heads.drain("convo_head")), 1)
+	// The effect's birth (pending), its settlement (applied) and the receipt's filing.
+	requireEqual(t, "convo_effect notifications with convo.notify on", len(effects.drain("convo_effect")), 3)
+}

@@ -89,6 +89,8 @@ type run struct {
 	cfg       Config
 	env       *env
 	app, many *pgxpool.Pool
+	// quiet is many with convo.notify off: no live-update notifications.
+	quiet *pgxpool.Pool
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -119,6 +121,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer r.many.Close()
+	if r.quiet, err = e.appPool(ctx, cfg.ManyClients, "convo.notify=off"); err != nil {
+		return nil, err
+	}
+	defer r.quiet.Close()
 	if err := e.admin.QueryRow(ctx, `SELECT version() || ', fsync ' || current_setting('fsync')
 		|| ', synchronous_commit ' || current_setting('synchronous_commit')
 		|| ', shared_buffers ' || current_setting('shared_buffers')`).Scan(&res.Server); err != nil {

@@ -51,8 +51,8 @@ func TestRunTiny(t *testing.T) {
 	if res.Messages < int64(cfg.Conversations*cfg.Length) {
 		t.Errorf("%d messages loaded, want at least %d", res.Messages, cfg.Conversations*cfg.Length)
 	}
-	if len(res.Rows) != 8 {
-		t.Errorf("%d rows, want one per workload of issue 8's table (8)", len(res.Rows))
+	if len(res.Rows) != 9 {
+		t.Errorf("%d rows, want one per workload of issue 8's table (8) and 16 clients with convo.notify off", len(res.Rows))
 	}
 	for _, row := range res.Rows {
 		if !(row.A > 0 && row.B > 0 && row.Ratio > 0) || row.Samples == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,12 +95,19 @@ func (e *env) setUp(ctx context.Context) error {
 }
 
 // appPool returns a pool of conns connections as the application's role.
-func (e *env) appPool(ctx context.Context, conns int) (*pgxpool.Pool, error) {
+func (e *env) appPool(ctx context.Context, conns int, settings ...string) (*pgxpool.Pool, error) {
 	u, err := url.Parse(e.url)
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", e.url, err)
 	}
 	u.User = url.User(appRole)
+	if len(settings) > 0 {
+		// A space as %20, which pgx reads back (not "+"), and "=" escaped.
+		if u.RawQuery != "" {
+			u.RawQuery += "&"
+		}
+		u.RawQuery += "options=" + strings.ReplaceAll(url.QueryEscape("-c "+strings.Join(settings, " -c ")), "+", "%20")
+	}
 	return newPool(ctx, u.String(), conns)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Row is one line of the results table: a workload, pgconvo's median and
@@ -146,14 +147,21 @@ func (r *run) writes(ctx context.Context, set []conversation) ([]Row, error) {
 	rows = append(rows, latencyRow("`append_message` ("+fsync+")", "minimal SQL: lock, insert the child, move the head, log it; one statement", s, goal))
 	r.logRow(rows[len(rows)-1])
 
-	row, err := r.manyClients(ctx, set, appendStep(spread, r.cfg.ManyClients, appendAPI), appendStep(spread, r.cfg.ManyClients, appendFloor))
-	if err != nil {
-		return nil, err
+	for _, p := range []struct {
+		pool  *pgxpool.Pool
+		label string
+	}{{r.many, ""}, {r.quiet, ", `convo.notify` off"}} {
+		row, err := r.manyClients(ctx, p.pool, p.label, set,
+			appendStep(spread, r.cfg.ManyClients, appendAPI), appendStep(spread, r.cfg.ManyClients, appendFloor))
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+		r.logRow(row)
 	}
-	rows = append(rows, row)
-	r.logRow(row)
 
-	row, err = r.agentTurns(ctx, set)
+	row, err := r.agentTurns(ctx, set)
+
 	if err != nil {
 		return nil, err
 	}
@@ -162,9 +170,10 @@ func (r *run) writes(ctx context.Context, set []conversation) ([]Row, error) {
 	return rows, nil
 }
 
-// manyClients runs a and b on ManyClients connections over the same
+// manyClients runs a and b on ManyClients connections of pool over the same
 // conversations, in alternating phases, and compares their throughputs.
-func (r *run) manyClients(ctx context.Context, set []conversation, a, b step) (Row, error) {
+// label says how pool differs from the others.
+func (r *run) manyClients(ctx context.Context, pool *pgxpool.Pool, label string, set []conversation, a, b step) (Row, error) {
 	var as, bs []time.Duration
 	var ta, tb time.Duration
 	for phase := 0; phase < 2*r.cfg.Phases; phase++ {
@@ -173,7 +182,7 @@ func (r *run) manyClients(ctx context.Context, set []conversation, a, b step) (R
 			s, t = b, &tb
 		}
 		start := time.Now()
-		samples, err := throughput(ctx, r.many, r.cfg.ManyClients, r.cfg.PhaseTime, s, phase*1_000_000)
+		samples, err := throughput(ctx, pool, r.cfg.ManyClients, r.cfg.PhaseTime, s, phase*1_000_000)
 		if err != nil {
 			return Row{}, fmt.Errorf("append_message with %d clients: %w", r.cfg.ManyClients, err)
 		}
@@ -186,8 +195,8 @@ func (r *run) manyClients(ctx context.Context, set []conversation, a, b step) (R
 	}
 	qa, qb := float64(len(as))/ta.Seconds(), float64(len(bs))/tb.Seconds()
 	return Row{
-		Workload: fmt.Sprintf("`append_message`, %d clients on the same %d conversations (throughput; median latency %.0f µs vs %.0f µs)",
-			r.cfg.ManyClients, len(set), us(median(as)), us(median(bs))),
+		Workload: fmt.Sprintf("`append_message`, %d clients on the same %d conversations%s (throughput; median latency %.0f µs vs %.0f µs)",
+			r.cfg.ManyClients, len(set), label, us(median(as)), us(median(bs))),
 		Baseline: fmt.Sprintf("the minimal append, %d clients", r.cfg.ManyClients),
 		A:        qa, B: qb, Unit: "appends/s", Ratio: qb / qa, Samples: min(len(as), len(bs)), Goal: "2x",
 	}, nil

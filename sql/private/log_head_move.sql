@@ -15,7 +15,7 @@ DECLARE
     v_reason   text := nullif(current_setting('convo.head_reason', true), '');
     v_moved_by text := nullif(current_setting('convo.head_moved_by', true), '');
 BEGIN
-    PERFORM convo_private.move_live_path(NEW.id, NEW.head_message_id);
+    PERFORM convo_private.move_live_path(NEW.id, NEW.head_message_id, OLD.head_message_id);
     -- An import writes the exported head log itself, the move to its head included.
     IF convo_private.is_import(NEW.id) THEN
         RETURN NULL;

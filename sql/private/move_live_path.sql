@@ -1,11 +1,12 @@
 -- move_live_path: keeps convo.live_path, the derived index of the live path,
--- equal to the path from the root to p_head_id. It walks up from the new head
--- only until it meets a message already on the live path (the fork), drops
--- the rows below the fork and inserts the walked ones: an append costs one
--- step, a switch the messages that change, never the whole conversation.
+-- equal to the path from the root to p_head_id. An append (the new head a
+-- child of the old one, the last row) is one INSERT. Any other move walks up
+-- from the new head only until it meets a message already on the live path
+-- (the fork), drops the rows below the fork and inserts the walked ones: a
+-- switch costs the messages that change, never the whole conversation.
 -- Called by log_head_move, so every head move, the API's or a direct UPDATE,
 -- moves the index in the same transaction.
-CREATE OR REPLACE FUNCTION convo_private.move_live_path(p_conversation_id uuid, p_head_id uuid)
+CREATE OR REPLACE FUNCTION convo_private.move_live_path(p_conversation_id uuid, p_head_id uuid, p_old_head_id uuid)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -19,6 +20,17 @@ DECLARE
     v_depths  int[] := '{}';
     v_parents uuid[] := '{}';
 BEGIN
+    INSERT INTO convo.live_path (conversation_id, depth, message_id, sibling_count)
+    SELECT p_conversation_id, m.depth, m.id,
+           (SELECT max(s.sibling_index) FROM convo.messages s
+             WHERE s.conversation_id = p_conversation_id AND s.parent_id = m.parent_id)
+      FROM convo.messages m
+     WHERE m.conversation_id = p_conversation_id AND m.id = p_head_id AND m.parent_id = p_old_head_id
+        ON CONFLICT (conversation_id, depth) DO UPDATE
+       SET message_id = excluded.message_id, sibling_count = excluded.sibling_count, since = clock_timestamp();
+    IF FOUND THEN
+        RETURN;
+    END IF;
     WHILE v_id IS NOT NULL LOOP
         SELECT m.depth, m.parent_id INTO v_depth, v_parent
           FROM convo.messages m

@@ -180,6 +180,45 @@ func TestExportRoundTripOfAnErasedConversation(t *testing.T) {
 	requireEqual(t, "the export of the imported conversation", exportAs(t, dst, "", conv), doc)
 }
 
+// TestExportRoundTripOfAnImportedConversation: a ChatGPT conversation
+// imported from a sample, then edited, with an effectful call charged and
+// settled on the new branch, exports with its origins (the source node of
+// every imported message) and reads back row for row, origins included.
+func TestExportRoundTripOfAnImportedConversation(t *testing.T) {
+	t.Parallel()
+	src, dst := newDB(t), newDB(t)
+	exportTools(t, src, dst)
+	var sample importSample
+	for _, s := range mustSamples(t) {
+		if s.format == "chatgpt" && strings.HasPrefix(s.name, "librechat-chatgpt-tree.json") {
+			sample = s
+		}
+	}
+	if sample.doc == nil {
+		t.Fatal("no sample librechat-chatgpt-tree.json in ../shared/samples/chat-exports")
+	}
+	conv := mustImport(t, loginAs(t, src, "convo_app"), "owner-1", "chatgpt", encodeJSON(t, sample.doc))
+	user := queryRow[string](t, src, `SELECT message_id::text FROM convo.path($1) WHERE role = 'user' ORDER BY depth DESC LIMIT 1`, conv)
+	editMsg(t, src, conv, user, textParts("Buy me 500 credits instead."))
+	appendMsg(t, src, conv, "assistant", effToolUses(effBuy("call_i", "buy", 500)))
+	effSettle(t, src, conv, effForCall(t, src, conv, "call_i").EffectID, "ch_i")
+	want := conversationRows(t, src, conv)
+	for _, table := range []string{"import_origins", "tool_effects", "tool_effect_events"} {
+		if len(want[table]) == 0 {
+			t.Fatalf("the imported and edited conversation has no rows in convo.%s", table)
+		}
+	}
+
+	doc := exportAs(t, src, "", conv)
+	app := loginAs(t, dst, "convo_app")
+	if _, err := importAs(app, "owner-1", "conversation", doc); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	requireSameRows(t, conv, want, conversationRows(t, dst, conv))
+	requireEqual(t, "the export of the imported conversation", exportAs(t, dst, "", conv), doc)
+	requireEqual(t, "failing checks after the import", failingChecks(t, dst), "")
+}
+
 // TestImportRepeatAndConflict: the same export again is a no-op returning
 // the id, in the database it came from too; the same id with other content
 // is CV009; both write nothing.
@@ -272,7 +311,9 @@ func TestImportRefusesMalformedExports(t *testing.T) {
 		{"no head log", edit(func(x map[string]any) { delete(x, "head_log") }), "CV011"},
 		{"messages not an array", edit(func(x map[string]any) { x["messages"] = map[string]any{} }), "CV011"},
 		{"an unknown key", edit(func(x map[string]any) { x["comments"] = []any{} }), "CV011"},
-		{"origins, not imported yet", edit(func(x map[string]any) { x["origins"] = []any{map[string]any{"format": "chatgpt"}} }), "CV011"},
+		{"an origin of a message not in the export", edit(func(x map[string]any) {
+			x["origins"] = []any{map[string]any{"message_id": newID(), "source": "chatgpt", "node_key": "n1", "node": map[string]any{}}}
+		}), "CV011"},
 		{"no conversation id", edit(func(x map[string]any) { delete(x["conversation"].(map[string]any), "id") }), "CV011"},
 		{"another owner's export", edit(func(x map[string]any) { x["conversation"].(map[string]any)["owner_id"] = "owner-2" }), "CV011"},
 		{"a message whose parent is not in the export", edit(func(x map[string]any) { rows(x, "messages")[3]["parent_id"] = unknown }), "CV011"},

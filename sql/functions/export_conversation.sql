@@ -16,4 +16,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION convo.export_conversation(uuid) IS
-    'Everything stored about one conversation as JSON: {"format": "pgconvo.export", "version": 1, "conversation": its row, "messages": the tree with parts, "head_log", "generations", "tools": the tool versions its effects were checked against, "tool_calls": ledger decisions, "effects", "effect_events", "erasures" (with places), "origins": import origins, filled when the import tables exist}; each row as its table''s columns, times in UTC. See the README.';
+    'Everything stored about one conversation as JSON: {"format": "pgconvo.export", "version": 1, "conversation": its row, "messages": the tree with parts, "head_log", "generations", "tools": the tool versions its effects were checked against, "tool_calls": ledger decisions, "effects", "effect_events", "erasures" (with places), "origins": the source node of each imported message}; each row as its table''s columns, times in UTC. See the README.';

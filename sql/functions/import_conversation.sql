@@ -35,21 +35,7 @@ DECLARE
     v_table     text;
     v_constraint text;
 BEGIN
-    IF p_owner_id IS NULL OR p_owner_id = '' THEN
-        RAISE EXCEPTION 'p_owner_id is required'
-            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL'));
-    END IF;
-    IF length(p_owner_id) > convo_private.max_id_length() THEN
-        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
-            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
-    END IF;
-    IF NOT convo_private.writes_owner(p_owner_id) THEN
-        RAISE EXCEPTION 'this session may not import conversations for owner %', p_owner_id
-            USING ERRCODE = 'CV011',
-                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
-                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
-                  HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
-    END IF;
+    PERFORM convo_private.check_import_owner(p_owner_id);
 
     -- The envelope: format, version, exactly the keys of version 1.
     IF p_export IS NULL OR jsonb_typeof(p_export) <> 'object' THEN
@@ -78,10 +64,6 @@ BEGIN
     IF FOUND THEN
         RAISE EXCEPTION 'the export has an unknown key "%"', v_key
             USING ERRCODE = 'CV011', DETAIL = format('owner %s, unknown key %s', p_owner_id, v_key);
-    END IF;
-    IF jsonb_array_length(p_export -> 'origins') > 0 THEN
-        RAISE EXCEPTION 'import origins are not imported yet'
-            USING ERRCODE = 'CV011', DETAIL = format('owner %s, %s origins', p_owner_id, jsonb_array_length(p_export -> 'origins'));
     END IF;
     v_conv := p_export -> 'conversation';
     IF jsonb_typeof(v_conv -> 'id') IS DISTINCT FROM 'string'
@@ -124,7 +106,8 @@ BEGIN
              k AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tool_effect_calls, p_export -> 'tool_calls')),
              e AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tool_effects, p_export -> 'effects')),
              v AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events')),
-             t AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tools, p_export -> 'tools'))
+             t AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tools, p_export -> 'tools')),
+             o AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.import_origins, p_export -> 'origins'))
         SELECT p INTO v_problem FROM (
             (SELECT format('message %s appears twice', m.id) FROM m GROUP BY m.id HAVING count(*) > 1 LIMIT 1)
             UNION ALL
@@ -177,6 +160,11 @@ BEGIN
                FROM jsonb_populate_recordset(NULL::convo.erasures, p_export -> 'erasures') r
               WHERE r.owner_id IS DISTINCT FROM p_owner_id LIMIT 1)
             UNION ALL
+            (SELECT format('origin of message %s: the message is not in the export', o.message_id)
+               FROM o WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.id = o.message_id) LIMIT 1)
+            UNION ALL
+            (SELECT format('message %s has two origins', o.message_id) FROM o GROUP BY o.message_id HAVING count(*) > 1 LIMIT 1)
+            UNION ALL
             (SELECT format('event %s names effect %s, which is not in the export', v.seq, v.effect_id)
                FROM v WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.id = v.effect_id) LIMIT 1)
             UNION ALL
@@ -212,6 +200,12 @@ BEGIN
         -- From here the triggers keep the exported stamps (is_import).
         INSERT INTO convo_private.importing (conversation_id) VALUES (v_id);
         PERFORM set_config('convo.importing', v_id::text, true);
+
+        -- Origins first, as the imports write them (the foreign key to the
+        -- message is deferred).
+        INSERT INTO convo.import_origins (conversation_id, message_id, source, node_key, node)
+        SELECT v_id, o.message_id, o.source, o.node_key, o.node
+          FROM jsonb_populate_recordset(NULL::convo.import_origins, p_export -> 'origins') o;
 
         INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts, created_at)
         SELECT v_id, m.id, m.parent_id, m.role, m.branch_reason, m.parts, m.created_at

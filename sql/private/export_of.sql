@@ -41,9 +41,10 @@ BEGIN ATOMIC
                                                         WHERE p.owner_id = r.owner_id AND p.erasure_id = r.id), '[]'))
                                                ORDER BY r.erased_at, r.id)
                                 FROM convo.erasures r WHERE r.conversation_id = c.id), '[]'),
-        -- Import origins (the source nodes of an import from another product),
-        -- filled when the import tables exist.
-        'origins', '[]'::jsonb)
+        -- Import origins: the source node of each message that came from
+        -- another product (import_chatgpt, import_openwebui), by message.
+        'origins', coalesce((SELECT jsonb_agg(to_jsonb(o) - 'conversation_id' ORDER BY o.message_id)
+                               FROM convo.import_origins o WHERE o.conversation_id = c.id), '[]'))
       FROM convo.conversations c
      WHERE c.id = p_conversation_id;
 END;

@@ -124,6 +124,8 @@ func validCalls(f badInputFixture) []call {
 		{"erase_owner", []arg{{"p_owner_id", "'owner-1'", false}, {"p_reason", "'asked'", false}}},
 		{"request_messages", []arg{{"p_conversation_id", u(f.conv), false}, {"p_message_id", "NULL", true}, {"p_format", "'openai'", false}}},
 		{"request_digest", []arg{{"p_conversation_id", u(f.conv), false}, {"p_message_id", u(f.user), true}, {"p_format", "'anthropic'", false}}},
+		{"import_chatgpt", []arg{{"p_owner_id", "'owner-1'", false}, {"p_conversation", `'{"mapping": {}}'`, false}}},
+		{"import_openwebui", []arg{{"p_owner_id", "'owner-1'", false}, {"p_chat", `'{"history": {"messages": {}}}'`, false}}},
 		{"self_check", nil},
 		{"max_message_bytes", nil}, {"max_part_bytes", nil}, {"max_tool_input_bytes", nil}, {"max_metadata_bytes", nil},
 		{"max_request_bytes", nil}, {"max_detail_bytes", nil}, {"max_ref_length", nil}, {"generation_stale_after", nil},

@@ -74,6 +74,9 @@ var erasureColumns = map[string]string{
 	"erasures.erased_by":             "who",
 	"erasure_places.owner_id":        "id",
 	"erasure_places.place":           "shape",
+	"import_origins.source":          "shape (the format)",
+	"import_origins.node_key":        "id (the source's node id)",
+	"import_origins.node":            "redacted",
 }
 
 // contentColumns lists every column of a text-like, jsonb or array type in

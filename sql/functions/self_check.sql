@@ -131,7 +131,7 @@ BEGIN
     SELECT array_agg(t.name ORDER BY t.name) INTO v_bad
       FROM unnest(ARRAY['conversations', 'messages', 'message_parts', 'conversation_head_log', 'generations',
                         'tool_effects', 'tool_effect_calls', 'tool_effect_events', 'tool_receipts',
-                        'erasures', 'erasure_places', 'live_path']) AS t (name)
+                        'erasures', 'erasure_places', 'live_path', 'import_origins']) AS t (name)
       LEFT JOIN pg_class c ON c.oid = to_regclass('convo.' || t.name)
      WHERE c.relrowsecurity IS NOT TRUE;
     RETURN QUERY SELECT 'row_level_security', v_bad IS NULL,

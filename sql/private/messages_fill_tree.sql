@@ -2,7 +2,13 @@
 -- place in the tree (depth, sibling_index, branch_id, created_at) from its
 -- parent, whoever inserts it, under the conversation's row lock so that
 -- concurrent writers serialize. A new sibling of a message on the live path
--- raises that message's sibling_count in convo.live_path.
+-- raises that message's sibling_count in convo.live_path. Its time is the
+-- insert's, except for a message an import is writing (is_imported), which
+-- keeps its original time.
+-- The last sibling is read as the first row of messages_sibling_key in
+-- reverse (ORDER BY ... LIMIT 1, parent_id in the order too, so that IS
+-- NULL for a root keeps the index order): one probe whatever the number of
+-- siblings or roots, even on statistics from when the table was empty.
 CREATE OR REPLACE FUNCTION convo_private.messages_fill_tree()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -23,16 +29,16 @@ BEGIN
     PERFORM convo_private.check_parts(NEW.parts, v_where);
     IF NEW.parent_id IS NULL THEN
         NEW.depth := 0;
-        SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
-          FROM convo.messages m
-         WHERE m.conversation_id = NEW.conversation_id AND m.parent_id IS NULL;
+        NEW.sibling_index := coalesce((SELECT m.sibling_index FROM convo.messages m
+                                        WHERE m.conversation_id = NEW.conversation_id AND m.parent_id IS NULL
+                                        ORDER BY m.parent_id DESC, m.sibling_index DESC LIMIT 1), 0) + 1;
         NEW.branch_id := NEW.id;
     ELSE
         v_parent := convo_private.message_ref(NEW.conversation_id, NEW.parent_id);
         NEW.depth := v_parent.depth + 1;
-        SELECT coalesce(max(m.sibling_index), 0) + 1 INTO NEW.sibling_index
-          FROM convo.messages m
-         WHERE m.conversation_id = NEW.conversation_id AND m.parent_id = NEW.parent_id;
+        NEW.sibling_index := coalesce((SELECT m.sibling_index FROM convo.messages m
+                                        WHERE m.conversation_id = NEW.conversation_id AND m.parent_id = NEW.parent_id
+                                        ORDER BY m.sibling_index DESC LIMIT 1), 0) + 1;
         NEW.branch_id := CASE WHEN NEW.sibling_index = 1 THEN v_parent.branch_id ELSE NEW.id END;
     END IF;
     IF NEW.sibling_index = 1 AND NEW.branch_reason IS NOT NULL THEN
@@ -52,7 +58,9 @@ BEGIN
                             WHERE p.conversation_id = NEW.conversation_id AND p.depth = NEW.depth - 1
                               AND p.message_id = NEW.parent_id));
     END IF;
-    NEW.created_at := clock_timestamp();
+    IF NOT convo_private.is_imported(NEW.conversation_id, NEW.id) OR NEW.created_at IS NULL THEN
+        NEW.created_at := clock_timestamp();
+    END IF;
     RETURN NEW;
 END;
 $$;

@@ -2,7 +2,8 @@
 -- that stores its tool_use part, before any request can leave, whatever
 -- function (or statement) appended the assistant message, against the
 -- tool's latest version at that moment. An unregistered tool gets no row
--- (effect_for_call answers CV007, even once it is registered).
+-- (effect_for_call answers CV007, even once it is registered), and neither
+-- does an imported call (is_imported): imported history happened elsewhere.
 --   replay:   a registered tool without effects: free to run again, no effect.
 --   rejected: the input fails the tool's frozen schema: a failed effect, 422.
 --   reuse:    an effect already has this call's scope key: the call is linked to it.
@@ -29,6 +30,9 @@ DECLARE
     v_repeats   uuid;
     v_decision  text;
 BEGIN
+    IF convo_private.is_imported(NEW.conversation_id, NEW.message_id) THEN
+        RETURN NULL;
+    END IF;
     SELECT * INTO v_tool FROM convo.tools t WHERE t.name = NEW.tool_name ORDER BY t.version DESC LIMIT 1;
     IF NOT FOUND THEN
         RETURN NULL;

@@ -4,8 +4,8 @@
 -- external references, who did what) and empties the content: message parts
 -- (the array on the message and each per-part row), conversation metadata,
 -- generation params, request digest, usage and error detail, effect
--- arguments, event evidence, a receipt's request, arguments and expected
--- values. Idempotent. erase_content writes it; is_erasure lets only it through.
+-- arguments, event evidence, an imported message's source node, a
+-- receipt's request, arguments and expected values. Idempotent. erase_content writes it; is_erasure lets only it through.
 CREATE OR REPLACE FUNCTION convo_private.redact_row(p_table text, p_row jsonb)
 RETURNS jsonb
 LANGUAGE sql
@@ -21,6 +21,7 @@ RETURN p_row || CASE p_table
         'error', CASE WHEN jsonb_typeof(p_row -> 'error') <> 'null' THEN '{}'::jsonb END)
     WHEN 'tool_effects' THEN '{"arguments": {}}'::jsonb
     WHEN 'tool_effect_events' THEN '{"evidence": {}}'::jsonb
+    WHEN 'import_origins' THEN '{"node": {"erased": true}}'::jsonb
     WHEN 'tool_receipts' THEN jsonb_build_object('request', '{}'::jsonb,
         'arguments', CASE WHEN jsonb_typeof(p_row -> 'arguments') <> 'null' THEN '{}'::jsonb END,
         'expected', CASE WHEN jsonb_typeof(p_row -> 'expected') <> 'null' THEN '{}'::jsonb END)

@@ -1,0 +1,1 @@
+DROP TABLE convo.import_origins;

@@ -377,6 +377,14 @@ func TestImportParts(t *testing.T) {
 		FROM (SELECT metadata -> 'import' AS i FROM convo.conversations WHERE id = $1) x`, oddConv),
 		`{"format": "chatgpt", "dropped": ["n0"], "fallback": null, "requested": "n14", "source_id": "fixture", "mismatches": 0, "has_mapping": false}`)
 
+	noHead := cloneJSON(t, byName["librechat-chatgpt-tree.json#0"].doc)
+	delete(noHead, "current_node")
+	noHeadConv := mustImport(t, web, "p3", "chatgpt", encodeJSON(t, noHead))
+	requireEqual(t, "the fallback head", queryRow[string](t, db, `SELECT metadata -> 'import' ->> 'head_fallback' FROM convo.conversations WHERE id = $1`, noHeadConv),
+		"latest_leaf")
+	requireEqual(t, "no fallback with a current_node", queryRow[bool](t, db, `SELECT metadata -> 'import' ->> 'head_fallback' IS NULL
+		AND (metadata -> 'import' -> 'children_mismatches')::int = 0 FROM convo.conversations WHERE id = $1`, tree), true)
+
 	ow := cloneJSON(t, byName["openwebui-openwebui-importer-chat.json#0"].doc)
 	msgs := ow["history"].(map[string]any)["messages"].(map[string]any)
 	msgs["edited-first"] = map[string]any{"parentId": nil, "role": "user", "content": "Hi again", "timestamp": 1744577999}

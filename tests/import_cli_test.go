@@ -294,6 +294,7 @@ func TestImportStreams(t *testing.T) {
 		if len(body) < 10<<20 || atFirst > 256<<10 {
 			t.Fatalf("%s: %d of %d bytes read when the first conversation arrived", name, atFirst, len(body))
 		}
+		t.Logf("%s: %d of %d bytes read when the first conversation arrived", name, atFirst, len(body))
 	}
 }
 

@@ -7,12 +7,15 @@
 //	go run ./cmd/bench -fsync=false    # commits that do not wait for the disk
 //	go run ./cmd/bench -scale 0.25     # a quarter of the conversations
 //	go run ./cmd/bench -load 60s       # only the long load and crash runs
+//	go run ./cmd/bench -import 10000   # only the import of a generated 10,000-conversation export
 //
 // The load and crash runs are the tests TestLoad and TestCrashRecovery
 // (tests/load_test.go), which go test runs for a few seconds each; -load runs
 // them for the given time each, through go test, so the checks that follow
 // the load (every acknowledged call present once, linear chains, heads equal
-// to their last log rows, self_check clean) are the same code.
+// to their last log rows, self_check clean) are the same code. -import N
+// runs TestImportCLIThroughput the same way: migrate import-chatgpt on a
+// generated export of N conversations, on a server of its own, fsync on.
 package main
 
 import (
@@ -48,11 +51,15 @@ func run(args []string) error {
 	keep := fs.Bool("keep", false, "keep the server running after the run, until interrupted, to look at the data")
 	out := fs.String("out", "bench-results.md", "the Markdown report; the SVG chart goes beside it, as .svg")
 	load := fs.Duration("load", 0, "instead of the benchmark, run the load test and the crash test for this long each (at least 60s for the issue's long versions)")
+	imports := fs.Int("import", 0, "instead of the benchmark, time migrate import-chatgpt on a generated export of this many conversations")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *load > 0 {
 		return runLoad(*load)
+	}
+	if *imports > 0 {
+		return runImport(*imports)
 	}
 	cfg.Conversations = max(int(float64(cfg.Conversations)**scale), 2)
 	cfg.WriteConversations = min(cfg.WriteConversations, cfg.Conversations)
@@ -105,6 +112,19 @@ func runLoad(d time.Duration) error {
 	fmt.Printf("running %s with PGCONVO_LOAD_SECONDS=%d\n", strings.Join(cmd.Args, " "), int(d.Seconds()))
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("the load and crash tests: %w", err)
+	}
+	return nil
+}
+
+// runImport runs TestImportCLIThroughput on n generated conversations,
+// printing its log (the summary's conversations and messages per second).
+func runImport(n int) error {
+	cmd := exec.Command("go", "test", "./tests", "-count=1", "-v", "-timeout", "60m", "-run", "^TestImportCLIThroughput$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PGCONVO_IMPORT_CONVERSATIONS=%d", n))
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	fmt.Printf("running %s with PGCONVO_IMPORT_CONVERSATIONS=%d\n", strings.Join(cmd.Args, " "), n)
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("the import run: %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@
 //	go run ./cmd/migrate [-database URL] status
 //	go run ./cmd/migrate [-database URL] verify
 //	go run ./cmd/migrate stop
+//	go run ./cmd/migrate [-database URL] -owner OWNER import-chatgpt FILE
+//	go run ./cmd/migrate [-database URL] -owner OWNER import-openwebui FILE
 //
 // The database is -database, else $DATABASE_URL, else a local server this
 // command starts (or reuses) under .pgconvo/ in the working directory from
@@ -16,6 +18,9 @@
 // (stop-local is another name for it). Flags may come before or after the verb.
 // Every verb but stop first names the database it works on; down and goto
 // refuse to drop tables that hold rows unless given -force-data-loss.
+// import-chatgpt and import-openwebui import a whole export for an owner
+// (internal/chatimport), one conversation per transaction; they exit 1 if
+// any conversation was refused, 2 on a usage error.
 package main
 
 import (
@@ -32,6 +37,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgconvo/pgconvo/internal/chatimport"
 	"github.com/pgconvo/pgconvo/internal/localpg"
 	"github.com/pgconvo/pgconvo/migrator"
 )
@@ -51,9 +59,20 @@ verbs:
   status         list migrations, applied and pending
   verify         run convo.self_check() and print it; exit 1 if any check fails
   stop           stop the local server under .pgconvo/ (also: stop-local)
+  import-chatgpt -owner OWNER FILE
+                 import a ChatGPT export for OWNER: conversations.json, a
+                 conversations-NNN.json shard, a directory or .zip of shards,
+                 or one conversation
+  import-openwebui -owner OWNER FILE
+                 import an Open WebUI export (an array of chats, or one chat)
 
 down and goto refuse to drop tables that hold rows (the conversations and
 the ledger are a record) unless given -force-data-loss.
+
+The imports run as the application: connect as its login role (a member
+of convo_app). Each conversation is a transaction of its own; one the
+database refuses is reported (index, id, SQLSTATE, DETAIL) and skipped.
+They exit 1 if any was refused, 2 on a usage error.
 
 The database is -database, else $DATABASE_URL, else a local server under
 .pgconvo/ that this command starts from the installed PostgreSQL binaries.
@@ -66,6 +85,9 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "migrate:", err)
+		if errors.As(err, new(usageError)) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -76,6 +98,7 @@ func run(ctx context.Context, args []string) error {
 	dbURL := fs.String("database", "", "database URL (postgres://...); default $DATABASE_URL, else the local server")
 	all := fs.Bool("all", false, "with down: revert every migration")
 	forceLoss := fs.Bool("force-data-loss", false, "with down or goto: drop tables even when they hold rows")
+	owner := fs.String("owner", "", "with import-chatgpt or import-openwebui: the owner to import for (required)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -85,7 +108,7 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	if len(words) == 0 {
 		fs.Usage()
@@ -97,6 +120,13 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *forceLoss && verb != "down" && verb != "goto" {
 		return fmt.Errorf("-force-data-loss goes with down or goto, not %s", verb)
+	}
+	format, isImport := strings.CutPrefix(verb, "import-")
+	if isImport {
+		return importExport(ctx, format, *owner, *dbURL, rest, fs.Usage)
+	}
+	if *owner != "" {
+		return fmt.Errorf("-owner goes with import-chatgpt or import-openwebui, not %s", verb)
 	}
 
 	if verb == "stop" || verb == "stop-local" {
@@ -226,6 +256,52 @@ func run(ctx context.Context, args []string) error {
 	default: // verify
 		return verify(ctx, db.url)
 	}
+}
+
+// usageError is a command line the flags or an import verb cannot parse:
+// exit code 2.
+type usageError struct{ error }
+
+// importExport runs import-chatgpt or import-openwebui (format chatgpt or
+// openwebui): it prints the summary, and fails if any conversation was
+// refused.
+func importExport(ctx context.Context, format, owner, flagURL string, args []string, usage func()) error {
+	if format != "chatgpt" && format != "openwebui" {
+		usage()
+		return usageError{fmt.Errorf("unknown verb import-%s", format)}
+	}
+	if len(args) != 1 {
+		return usageError{fmt.Errorf("import-%s takes one FILE, got %d: %s", format, len(args), strings.Join(args, " "))}
+	}
+	if owner == "" {
+		return usageError{fmt.Errorf("import-%s needs -owner OWNER, the owner to import the conversations for", format)}
+	}
+	db, err := chooseDatabase(ctx, flagURL)
+	if err != nil {
+		return err
+	}
+	fmt.Println("database:", db.describe())
+	conn, err := pgx.Connect(ctx, db.url)
+	if err != nil {
+		return fmt.Errorf("connecting: %w", err)
+	}
+	defer conn.Close(context.Background())
+	opt := chatimport.Options{Format: format, Owner: owner, Path: args[0]}
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		opt.Progress = os.Stderr
+	}
+	sum, err := chatimport.Run(ctx, conn, opt)
+	if sum != nil {
+		sum.Print(os.Stdout)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("import-%s stopped: %w", format, err)
+	case len(sum.Refused) > 0:
+		return fmt.Errorf("import-%s: %d of %d conversations refused (listed above); the others are imported",
+			format, len(sum.Refused), sum.Conversations())
+	}
+	return nil
 }
 
 // parseInterspersed parses flags wherever they appear among args and

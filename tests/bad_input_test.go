@@ -126,6 +126,7 @@ func validCalls(f badInputFixture) []call {
 		{"request_digest", []arg{{"p_conversation_id", u(f.conv), false}, {"p_message_id", u(f.user), true}, {"p_format", "'anthropic'", false}}},
 		{"import_chatgpt", []arg{{"p_owner_id", "'owner-1'", false}, {"p_conversation", `'{"mapping": {}}'`, false}}},
 		{"import_openwebui", []arg{{"p_owner_id", "'owner-1'", false}, {"p_chat", `'{"history": {"messages": {}}}'`, false}}},
+		{"import_librechat", []arg{{"p_owner_id", "'owner-1'", false}, {"p_conversation", `'{"messages": []}'`, false}}},
 		{"export_conversation", []arg{{"p_conversation_id", u(f.conv), false}}},
 		{"import_conversation", []arg{{"p_owner_id", "'owner-1'", false},
 			{"p_export", "convo.export_conversation(" + u(f.conv) + ")", false}}}, // a repeat: the same id

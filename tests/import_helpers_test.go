@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -23,15 +24,16 @@ import (
 // ../shared/samples from the repository root (the tests run in tests/).
 var sampleDirs = []string{"../../shared/samples/chat-imports", "../../shared/samples/chat-exports"}
 
-// importSample is one conversation of a sample file: its format (chatgpt or
-// openwebui), its name (file#index) and its JSON, decoded with json.Number.
+// importSample is one conversation of a sample file: its format (chatgpt,
+// openwebui or librechat), its name (file#index) and its JSON, decoded with
+// json.Number.
 type importSample struct {
 	name, format string
 	doc          map[string]any
 }
 
 // readSamples returns every conversation of every sample file, and the
-// files that hold neither format (LibreChat's own export).
+// files that hold none of the formats.
 func readSamples(t testing.TB) (samples []importSample, other []string) {
 	t.Helper()
 	for _, dir := range sampleDirs {
@@ -68,7 +70,8 @@ func readSamples(t testing.TB) (samples []importSample, other []string) {
 }
 
 // sampleFormat: chatgpt for an object with a mapping, openwebui for a chat
-// row (an object "chat") or a chat column (an object "history").
+// row (an object "chat") or a chat column (an object "history"), librechat
+// for any other object with a list "messages" (LibreChat's own export).
 func sampleFormat(m map[string]any) string {
 	switch {
 	case m == nil:
@@ -77,9 +80,13 @@ func sampleFormat(m map[string]any) string {
 		return "chatgpt"
 	case isObject(m["chat"]) || isObject(m["history"]):
 		return "openwebui"
+	case isArray(m["messages"]):
+		return "librechat"
 	}
 	return ""
 }
+
+func isArray(v any) bool { _, ok := v.([]any); return ok }
 
 func isObject(v any) bool { _, ok := v.(map[string]any); return ok }
 
@@ -150,12 +157,54 @@ func newSrcTree(t testing.TB, format string, doc map[string]any) srcTree {
 			s.convTime = msTime(number(chat["timestamp"]))
 		}
 		s.source = firstNonEmpty(row["id"], chat["id"])
+	case "librechat":
+		// The messages by messageId; a recursive export's children are
+		// messages too. The conversation's time is the earliest createdAt.
+		recursive := doc["recursive"] == true
+		var walk func(list []any)
+		walk = func(list []any) {
+			for _, e := range list {
+				m, _ := e.(map[string]any)
+				id, _ := m["messageId"].(string)
+				if m == nil || id == "" {
+					t.Fatalf("a LibreChat message without a messageId: %v", e)
+				}
+				s.nodes[id] = m
+				if kids, ok := m["children"].([]any); ok && recursive {
+					walk(kids)
+				}
+			}
+		}
+		list, _ := doc["messages"].([]any)
+		walk(list)
+		for k := range s.nodes {
+			if at := s.ownTime(k); at != nil && (s.convTime == nil || *at < *s.convTime) {
+				s.convTime = at
+			}
+		}
+		s.source = firstNonEmpty(doc["conversationId"])
 	}
 	for k, v := range mapping {
 		m, _ := v.(map[string]any)
 		s.nodes[k] = m
 	}
 	return s
+}
+
+// zeroUUID is LibreChat's parentMessageId of a root.
+const zeroUUID = "00000000-0000-0000-0000-000000000000"
+
+// isoTime reads an ISO 8601 time (with an offset or Z; without one, UTC)
+// as epoch seconds.
+func isoTime(v any) *float64 {
+	str, _ := v.(string)
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"} {
+		if at, err := time.Parse(layout, str); err == nil {
+			f := float64(at.UnixMicro()) / 1e6
+			return &f
+		}
+	}
+	return nil
 }
 
 func firstNonEmpty(vs ...any) string {
@@ -189,7 +238,7 @@ func msTime(f *float64) *float64 {
 }
 
 func (s srcTree) message(k string) map[string]any {
-	if s.format == "openwebui" {
+	if s.format != "chatgpt" {
 		return s.nodes[k]
 	}
 	m, _ := s.nodes[k]["message"].(map[string]any)
@@ -197,22 +246,34 @@ func (s srcTree) message(k string) map[string]any {
 }
 
 func (s srcTree) parent(k string) string {
-	p, _ := s.nodes[k][map[string]string{"chatgpt": "parent", "openwebui": "parentId"}[s.format]].(string)
+	p, _ := s.nodes[k][map[string]string{"chatgpt": "parent", "openwebui": "parentId", "librechat": "parentMessageId"}[s.format]].(string)
+	if s.format == "librechat" && p == zeroUUID {
+		return ""
+	}
 	return p
 }
 
 func (s srcTree) ownTime(k string) *float64 {
-	if s.format == "openwebui" {
+	switch s.format {
+	case "openwebui":
 		return msTime(number(s.nodes[k]["timestamp"]))
+	case "librechat":
+		return isoTime(s.nodes[k]["createdAt"])
 	}
 	return number(s.message(k)["create_time"])
 }
 
 func (s srcTree) role(k string) string {
 	m := s.message(k)
-	if s.format == "openwebui" {
+	switch s.format {
+	case "openwebui":
 		r, _ := m["role"].(string)
 		return r
+	case "librechat": // sender is a label, not a role
+		if m["isCreatedByUser"] == true {
+			return "user"
+		}
+		return "assistant"
 	}
 	author, _ := m["author"].(map[string]any)
 	role, _ := author["role"].(string)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,9 +19,9 @@ import (
 // current_node) that is not in its mapping.
 var refusedSamples = map[string]string{"librechat-chatgpt-citations-fragment.json#0": "CV011"}
 
-// otherFormatSamples are the sample files in neither format: LibreChat's
-// own export, which no import function of the contract reads.
-var otherFormatSamples = []string{"librechat-librechat-flat-branches.json", "librechat-librechat-tree.json"}
+// otherFormatSamples are the sample files in none of the formats: none
+// (issue 10: every file imports; LibreChat's own export by import_librechat).
+var otherFormatSamples = []string{}
 
 // importFn is the function for a format.
 func importFn(format string) string { return "convo.import_" + format }
@@ -58,7 +59,7 @@ func TestImportSamples(t *testing.T) {
 	samples, other := readSamples(t)
 	sort.Strings(other)
 	requireSlice(t, "sample files in neither format", other, otherFormatSamples)
-	if len(samples) < 8 {
+	if len(samples) < 10 {
 		t.Fatalf("read %d sample conversations", len(samples))
 	}
 	for i, s := range samples {
@@ -532,4 +533,249 @@ func TestImportOriginsAreGuarded(t *testing.T) {
 	_, err = db.Exec(ctx, `DELETE FROM convo.import_origins WHERE conversation_id = $1`, conv)
 	requireSQLState(t, err, "CV005")
 	requireFingerprint(t, db, "the refused writes", before)
+}
+
+// librechatBase is a LibreChat sample export by file name.
+func librechatBase(t testing.TB, file string) map[string]any {
+	t.Helper()
+	for _, s := range mustSamples(t) {
+		if s.name == file+"#0" {
+			return s.doc
+		}
+	}
+	t.Fatalf("no LibreChat sample %s", file)
+	return nil
+}
+
+// lcFind returns the message of a LibreChat document whose messageId is
+// id, wherever it is nested, with the list that holds it and its index.
+func lcFind(t testing.TB, doc map[string]any, id string) (m map[string]any, list []any, i int) {
+	t.Helper()
+	var walk func(l []any) bool
+	walk = func(l []any) bool {
+		for j, e := range l {
+			c, _ := e.(map[string]any)
+			if c["messageId"] == id {
+				m, list, i = c, l, j
+				return true
+			}
+			if kids, ok := c["children"].([]any); ok && walk(kids) {
+				return true
+			}
+		}
+		return false
+	}
+	if l, _ := doc["messages"].([]any); !walk(l) {
+		t.Fatalf("no message %s", id)
+	}
+	return m, list, i
+}
+
+// lcPick is the first messageId (bytewise) of the document for which pick
+// holds, with its source parent ("" for a root).
+func lcPick(t testing.TB, doc map[string]any, pick func(src srcTree, k string) bool) string {
+	t.Helper()
+	src := newSrcTree(t, "librechat", doc)
+	var keys []string
+	for k := range src.nodes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if pick(src, k) {
+			return k
+		}
+	}
+	t.Fatal("no such message")
+	return ""
+}
+
+// TestImportLibreChatRefusals: import_librechat's refusals (CV011 naming
+// the message, CV010 over a cap) on mutations of the real recursive and
+// flat exports, each writing nothing; and the tolerated mutations, which
+// import to the tree their JSON says (parentMessageId over nesting, a flat
+// export's children unread, no times, offsets, recursive false).
+func TestImportLibreChatRefusals(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	web := loginAs(t, db, "convo_app")
+	set := func(f func(doc map[string]any)) func(map[string]any) any {
+		return func(doc map[string]any) any { f(doc); return doc }
+	}
+	tree := librechatBase(t, "librechat-librechat-tree.json")
+	find := func(doc map[string]any, id string) map[string]any { m, _, _ := lcFind(t, doc, id); return m }
+	root := lcPick(t, tree, func(s srcTree, k string) bool { return s.parent(k) == "" })
+	// a nested user message with children, its parent, and its place there
+	user := lcPick(t, tree, func(s srcTree, k string) bool {
+		kids, _ := s.nodes[k]["children"].([]any)
+		return s.role(k) == "user" && s.parent(k) != "" && len(kids) > 0
+	})
+	userParent := newSrcTree(t, "librechat", tree).parent(user)
+	_, _, userAt := lcFind(t, tree, user)
+	userPlace := fmt.Sprintf("children[%d] of message %s", userAt, userParent)
+	leaf := expectTree(t, newSrcTree(t, "librechat", tree)).Head
+	runImportCases(t, db, web, "librechat", tree, []importCase{
+		{"the whole file in an array", func(doc map[string]any) any { return []any{doc} }, "CV011", ""},
+		{"no messages", set(func(doc map[string]any) { delete(doc, "messages") }), "CV011", ""},
+		{"messages that are an object", set(func(doc map[string]any) { doc["messages"] = map[string]any{} }), "CV011", ""},
+		{"a message without messageId", set(func(doc map[string]any) { delete(find(doc, root), "messageId") }), "CV011", "messages[0]"},
+		{"a nested message without messageId", set(func(doc map[string]any) { delete(find(doc, user), "messageId") }), "CV011", userPlace},
+		{"a messageId that is a number", set(func(doc map[string]any) { find(doc, user)["messageId"] = 7 }), "CV011", userPlace},
+		{"the zero UUID as a messageId", set(func(doc map[string]any) { find(doc, user)["messageId"] = zeroUUID }), "CV011", zeroUUID},
+		{"a child that is not an object", set(func(doc map[string]any) {
+			m := find(doc, user)
+			m["children"] = append(m["children"].([]any), "x")
+		}), "CV011", fmt.Sprintf("children[%d] of message %s", len(find(tree, user)["children"].([]any)), user)},
+		{"a missing parent", set(func(doc map[string]any) { find(doc, user)["parentMessageId"] = "no-such-message" }), "CV011", user},
+		{"a parentMessageId that is a number", set(func(doc map[string]any) { find(doc, user)["parentMessageId"] = 3 }), "CV011", user},
+		{"a duplicate messageId", set(func(doc map[string]any) { find(doc, leaf)["messageId"] = user }), "CV011", user},
+		{"a cycle", set(func(doc map[string]any) { find(doc, root)["parentMessageId"] = leaf }), "CV011", ""},
+		{"a message its own parent", set(func(doc map[string]any) { find(doc, user)["parentMessageId"] = user }), "CV011", user},
+		{"a createdAt that is not ISO 8601", set(func(doc map[string]any) { find(doc, root)["createdAt"] = "yesterday" }), "CV011", root},
+		{"a createdAt in month 13", set(func(doc map[string]any) { find(doc, root)["createdAt"] = "2024-13-01T00:00:00Z" }), "CV011", root},
+		{"a createdAt of 30 February", set(func(doc map[string]any) { find(doc, root)["createdAt"] = "2024-02-30T10:00:00Z" }), "CV011", root},
+		{"a createdAt that is a number", set(func(doc map[string]any) { find(doc, root)["createdAt"] = 1714581311 }), "CV011", root},
+		{"an isCreatedByUser that is a string", set(func(doc map[string]any) { find(doc, user)["isCreatedByUser"] = "yes" }), "CV011", user},
+		{"children that are not a list", set(func(doc map[string]any) { find(doc, user)["children"] = "x" }), "CV011", user},
+		{"a text over the part cap", set(func(doc map[string]any) { find(doc, user)["text"] = strings.Repeat("x", 1<<20+10) }), "CV010", user},
+		// Tolerated: the tree the JSON says.
+		{"a parentMessageId other than the nesting", set(func(doc map[string]any) { find(doc, leaf)["parentMessageId"] = root }), "", ""},
+		{"a null parentMessageId", set(func(doc map[string]any) { find(doc, root)["parentMessageId"] = nil }), "", ""},
+		{"no createdAt at all", set(func(doc map[string]any) {
+			for k := range newSrcTree(t, "librechat", doc).nodes {
+				delete(find(doc, k), "createdAt")
+			}
+		}), "", ""},
+		{"a createdAt with an offset, one without a zone", set(func(doc map[string]any) {
+			at, _ := time.Parse(time.RFC3339Nano, find(doc, root)["createdAt"].(string))
+			find(doc, root)["createdAt"] = at.In(time.FixedZone("", 2*3600)).Format("2006-01-02T15:04:05.000-07:00")
+			find(doc, user)["createdAt"] = at.Add(90 * time.Second).UTC().Format("2006-01-02T15:04:05.000000")
+		}), "", ""},
+		{"recursive false: children are not read", set(func(doc map[string]any) { doc["recursive"] = false }), "", ""},
+		{"no conversationId", set(func(doc map[string]any) { delete(doc, "conversationId") }), "", ""},
+		{"content arrays", set(func(doc map[string]any) {
+			find(doc, user)["content"] = []any{map[string]any{"type": "text", "text": "a"}, map[string]any{"type": "tool_call"}}
+		}), "", ""},
+	})
+
+	flat := librechatBase(t, "librechat-librechat-flat-branches.json")
+	roots := []string{}
+	for _, e := range flat["messages"].([]any) {
+		if m := e.(map[string]any); m["parentMessageId"] == zeroUUID {
+			roots = append(roots, m["messageId"].(string))
+		}
+	}
+	answer := lcPick(t, flat, func(s srcTree, k string) bool { return s.parent(k) != "" })
+	runImportCases(t, db, web, "librechat", flat, []importCase{
+		{"a missing parent", set(func(doc map[string]any) { find(doc, answer)["parentMessageId"] = "" }), "CV011", answer},
+		{"a duplicate messageId", set(func(doc map[string]any) { find(doc, roots[1])["messageId"] = roots[0] }), "CV011", roots[0]},
+		{"a message that is not an object", set(func(doc map[string]any) { doc["messages"] = append(doc["messages"].([]any), 5) }), "CV011",
+			fmt.Sprintf("messages[%d]", len(flat["messages"].([]any)))},
+		// Tolerated: children are not read in a flat export.
+		{"children that disagree with parentMessageId", set(func(doc map[string]any) {
+			find(doc, roots[1])["children"] = []any{answer}
+		}), "", ""},
+		{"a nested message, not read", set(func(doc map[string]any) {
+			find(doc, roots[0])["children"] = []any{map[string]any{"messageId": "nested", "parentMessageId": roots[0], "text": "x"}}
+		}), "", ""},
+	})
+}
+
+// TestImportLibreChat: what import_librechat keeps of the two real
+// exports: roles from isCreatedByUser (the sender label only in the
+// origin), text verbatim, branch reasons (the flat export's second root is
+// an edit), each message's origin (a recursive one's without its
+// children), metadata.import (the top-level fields, the latest-leaf head),
+// the conversation's time; content arrays; the same source with other
+// content is CV009; a second owner gets a conversation of its own.
+func TestImportLibreChat(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	web := loginAs(t, db, "convo_app")
+	for _, file := range []string{"librechat-librechat-tree.json", "librechat-librechat-flat-branches.json"} {
+		t.Run(file, func(t *testing.T) {
+			doc := librechatBase(t, file)
+			conv := mustImport(t, web, "lc-1", "librechat", encodeJSON(t, doc))
+			src := newSrcTree(t, "librechat", doc)
+			requireSlice(t, "role and sender", queryRowsAs[string](t, db, `
+				SELECT DISTINCT m.role || ' ' || (o.node ->> 'sender') FROM convo.messages m
+				  JOIN convo.import_origins o ON o.conversation_id = m.conversation_id AND o.message_id = m.id
+				 WHERE m.conversation_id = $1 ORDER BY 1`, conv),
+				map[string][]string{"librechat-librechat-tree.json": {"assistant Software Engineer", "user User"},
+					"librechat-librechat-flat-branches.json": {"assistant GPT-4", "user User"}}[file])
+			requireEqual(t, "messages whose parts are not their text", queryRow[int64](t, db, `
+				SELECT count(*) FROM convo.messages m
+				  JOIN convo.import_origins o ON o.conversation_id = m.conversation_id AND o.message_id = m.id
+				 WHERE m.conversation_id = $1 AND m.parts <> jsonb_build_array(jsonb_build_object('type', 'text', 'text', o.node ->> 'text'))`,
+				conv), int64(0))
+			requireSlice(t, "branch reasons", queryRowsAs[string](t, db, `SELECT role || ' ' || branch_reason FROM convo.messages
+				WHERE conversation_id = $1 AND branch_reason IS NOT NULL ORDER BY 1`, conv), []string{"assistant regenerate", "user user_edit"})
+			// Origins: each message as exported, a recursive one without its children.
+			want := map[string]any{}
+			for k, m := range src.nodes {
+				o := map[string]any{}
+				for f, v := range m {
+					if f != "children" || doc["recursive"] != true {
+						o[f] = v
+					}
+				}
+				want[k] = o
+			}
+			requireEqual(t, "origins other than the message", queryRow[int64](t, db, `
+				SELECT count(*) FROM convo.import_origins o WHERE o.conversation_id = $1
+				   AND (o.source <> 'librechat' OR o.node IS DISTINCT FROM $2::jsonb -> o.node_key)`, conv, encodeJSON(t, want)),
+				int64(0))
+			requireEqual(t, "origins", queryRow[int64](t, db, `SELECT count(*) FROM convo.import_origins WHERE conversation_id = $1`, conv),
+				int64(len(src.nodes)))
+			requireEqual(t, "metadata.import", queryRow[string](t, db, `SELECT jsonb_build_object('format', i -> 'format',
+				'source_id', i -> 'source_id', 'title', i -> 'title', 'fallback', i -> 'head_fallback', 'requested', i -> 'requested_head',
+				'dropped', i -> 'dropped_nodes', 'mismatches', i -> 'children_mismatches', 'messages', i -> 'conversation' ? 'messages',
+				'options', i -> 'conversation' -> 'options' = $2::jsonb, 'endpoint', i -> 'conversation' -> 'endpoint')::text
+				FROM (SELECT metadata -> 'import' AS i FROM convo.conversations WHERE id = $1) x`, conv, encodeJSON(t, doc["options"])),
+				queryRow[string](t, db, `SELECT $1::jsonb::text`, encodeJSON(t, map[string]any{"format": "librechat", "source_id": doc["conversationId"], "title": doc["title"],
+					"fallback": "latest_leaf", "requested": nil, "dropped": map[string]any{}, "mismatches": 0, "messages": false,
+					"options": true, "endpoint": doc["endpoint"]})))
+			requireEqual(t, "the conversation's time, its earliest createdAt", queryRow[float64](t, db,
+				`SELECT extract(epoch FROM created_at)::float8 FROM convo.conversations WHERE id = $1`, conv), *src.convTime)
+
+			// A second owner: a conversation of its own, the same tree.
+			other := mustImport(t, web, "lc-2", "librechat", encodeJSON(t, doc))
+			if other == conv {
+				t.Fatal("two owners got the same conversation")
+			}
+			requireEqual(t, "the second owner's id", other, derivedID("librechat:lc-2:"+src.source))
+			requireTree(t, storedTree(t, db, other), storedTree(t, db, conv))
+			// The same source with other content: CV009, nothing written.
+			changed := cloneJSON(t, doc)
+			changed["title"] = "Renamed"
+			before := fingerprint(t, db)
+			_, err := importAs(web, "lc-1", "librechat", encodeJSON(t, changed))
+			requireSQLState(t, err, "CV009")
+			requireFingerprint(t, db, "the same source with other content", before)
+		})
+	}
+
+	parts := func(conv, key string) string {
+		return queryRow[string](t, db, `SELECT m.role || ' ' || m.parts::text
+			FROM convo.messages m WHERE m.conversation_id = $1 AND m.id = md5($1 || ':' || $2)::uuid`, conv, key)
+	}
+	doc := cloneJSON(t, librechatBase(t, "librechat-librechat-flat-branches.json"))
+	list := doc["messages"].([]any)
+	list[1].(map[string]any)["content"] = []any{map[string]any{"type": "text", "text": "a"},
+		map[string]any{"type": "text", "text": map[string]any{"value": "b", "annotations": []any{}}},
+		map[string]any{"type": "think", "think": "hmm"}, "odd"}
+	list[2].(map[string]any)["text"] = 5
+	delete(list[3].(map[string]any), "text")
+	list[4].(map[string]any)["content"] = map[string]any{"x": 1}
+	conv := mustImport(t, web, "lc-3", "librechat", encodeJSON(t, doc))
+	id := func(i int) string { return list[i].(map[string]any)["messageId"].(string) }
+	requireEqual(t, "a content array", parts(conv, id(1)), `assistant [{"text": "a", "type": "text"}, {"text": "b", "type": "text"}, `+
+		`{"text": "[unmapped librechat part think] {\"type\": \"think\", \"think\": \"hmm\"}", "type": "text"}, `+
+		`{"text": "[unmapped librechat part string] \"odd\"", "type": "text"}]`)
+	requireEqual(t, "a text that is not a string", parts(conv, id(2)), `assistant [{"text": "[unmapped librechat text] 5", "type": "text"}]`)
+	requireEqual(t, "no text", parts(conv, id(3)), `user [{"text": "", "type": "text"}]`)
+	if got := parts(conv, id(4)); !strings.HasSuffix(got, `{"text": "[unmapped librechat content] {\"x\": 1}", "type": "text"}]`) {
+		t.Errorf("a content that is not an array: %s", got)
+	}
+	requireEqual(t, "self_check", failingChecks(t, db), "")
 }

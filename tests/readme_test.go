@@ -163,9 +163,9 @@ func TestReadme(t *testing.T) {
 	t.Logf("README.md: ran %d sql blocks in order, skipped %d marked not run", len(blocks), skipped)
 
 	// Where the session ends: the purchase conversation erased by dba, its
-	// re-run confirmed and pending, the receipt applied, and eight
+	// re-run confirmed and pending, the receipt applied, and nine
 	// conversations ("A conversation in psql", the purchase, the rendered
 	// request's, the live-updates one, the two imported, Security's, the
-	// exported one).
-	requireCount(t, db, 8, `SELECT count(*) FROM convo.conversations`)
+	// exported one, LibreChat's).
+	requireCount(t, db, 9, `SELECT count(*) FROM convo.conversations`)
 }

@@ -26,7 +26,7 @@ BEGIN ATOMIC
                                        'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',
                                        'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
                                        'max_ref_length', 'request_messages', 'request_digest',
-                                       'import_chatgpt', 'import_openwebui',
+                                       'import_chatgpt', 'import_openwebui', 'import_librechat',
                                        'export_conversation', 'import_conversation']),
                    ('convo_reader', ARRAY['path', 'path_at', 'head_at', 'head_history', 'alternatives',
                                           'effect_for_call', 'args_errors', 'generation_stale_after', 'self_check',

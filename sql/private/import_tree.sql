@@ -1,5 +1,5 @@
--- import_tree: the shared second half of import_chatgpt and import_openwebui,
--- once the source is checked: the tree (import-mapping.md §4.3-§4.6, §4.10,
+-- import_tree: the shared second half of import_chatgpt, import_openwebui
+-- and import_librechat, once the source is checked: the tree (import-mapping.md §4.3-§4.6, §4.10,
 -- §4.12) written as one new conversation. Imported messages are the nodes
 -- whose message is an object; each hangs under its nearest imported
 -- ancestor (import_walk) with its original time; siblings are inserted in
@@ -78,6 +78,7 @@ BEGIN
     ), m AS MATERIALIZED (
         SELECT n.idx, n.imp, n.key, n.node, n.depth, n.created_at, l.ord, p.key AS imp_parent_key,
                CASE p_source WHEN 'chatgpt' THEN convo_private.chatgpt_message(n.key, n.message, p.key, p.message)
+                             WHEN 'librechat' THEN convo_private.librechat_message(n.message)
                              ELSE convo_private.openwebui_message(n.message) END AS rp
           FROM n
           LEFT JOIN n p ON p.idx = n.imp
@@ -100,8 +101,11 @@ BEGIN
            array_agg(o.rp -> 'parts' ORDER BY o.depth, o.imp, o.sib),
            array_agg(o.created_at ORDER BY o.depth, o.imp, o.sib),
            array_agg(o.node ORDER BY o.depth, o.imp, o.sib),
+           -- (A LibreChat message whose children were not read, every one of
+           -- a flat export, lists nothing to disagree with.)
            (SELECT count(*)
-              FROM (SELECT n.parent_key, n.key FROM n WHERE n.parent_key IS NOT NULL) a
+              FROM (SELECT c.parent_key, c.key FROM n c JOIN n p ON p.key = c.parent_key
+                     WHERE p_source <> 'librechat' OR p.children IS NOT NULL) a
               FULL JOIN listed b ON b.parent_key = a.parent_key AND b.child = a.key
              WHERE a.key IS NULL OR b.child IS NULL)
       INTO m_idx, m_imp, m_key, m_id, m_parent, m_role, m_reason, m_parts, m_at, m_node, v_mismatches

@@ -595,6 +595,21 @@ func lcPick(t testing.TB, doc map[string]any, pick func(src srcTree, k string) b
 // flat exports, each writing nothing; and the tolerated mutations, which
 // import to the tree their JSON says (parentMessageId over nesting, a flat
 // export's children unread, no times, offsets, recursive false).
+// lcChain returns the messages of a recursive LibreChat export: n replies,
+// each nested in the one before (ids lc-0 ... lc-<n-1>).
+func lcChain(n int) []any {
+	var next []any
+	for i := n - 1; i >= 0; i-- {
+		parent := zeroUUID
+		if i > 0 {
+			parent = fmt.Sprintf("lc-%d", i-1)
+		}
+		next = []any{map[string]any{"messageId": fmt.Sprintf("lc-%d", i), "parentMessageId": parent,
+			"isCreatedByUser": i%2 == 0, "text": fmt.Sprintf("turn %d", i), "children": next}}
+	}
+	return next
+}
+
 func TestImportLibreChatRefusals(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
@@ -638,6 +653,11 @@ func TestImportLibreChatRefusals(t *testing.T) {
 		{"an isCreatedByUser that is a string", set(func(doc map[string]any) { find(doc, user)["isCreatedByUser"] = "yes" }), "CV011", user},
 		{"children that are not a list", set(func(doc map[string]any) { find(doc, user)["children"] = "x" }), "CV011", user},
 		{"a text over the part cap", set(func(doc map[string]any) { find(doc, user)["text"] = strings.Repeat("x", 1<<20+10) }), "CV010", user},
+		// Nesting is capped at 256 levels (max_librechat_nesting), so that the
+		// copy per level keeps the import linear: 256 nested replies import,
+		// 257 are CV010 naming the message whose replies go too deep.
+		{"256 nested replies", set(func(doc map[string]any) { doc["messages"] = lcChain(256) }), "", ""},
+		{"257 nested replies", set(func(doc map[string]any) { doc["messages"] = lcChain(257) }), "CV010", "message lc-255, at nesting depth 255"},
 		// Tolerated: the tree the JSON says.
 		{"a parentMessageId other than the nesting", set(func(doc map[string]any) { find(doc, leaf)["parentMessageId"] = root }), "", ""},
 		{"a null parentMessageId", set(func(doc map[string]any) { find(doc, root)["parentMessageId"] = nil }), "", ""},

@@ -8,7 +8,8 @@
 -- kept twice). A flat export's children are not read: its messages come
 -- back verbatim. Memory stays within the document's size; but jsonb hands
 -- out a nested value only as a copy, so a message's subtree is copied once
--- per level above it: the time is the size times the nesting depth.
+-- per level above it: the time is the size times the nesting depth, which
+-- is capped (max_librechat_nesting, CV010 past it) so that it stays linear.
 CREATE OR REPLACE FUNCTION convo_private.librechat_flatten(p_messages jsonb, p_recursive boolean)
 RETURNS TABLE (seq int, depth int, nest_parent text, ord int, message jsonb, listed boolean)
 LANGUAGE plpgsql
@@ -40,6 +41,14 @@ BEGIN
         listed := p_recursive AND jsonb_typeof(v_m) = 'object' AND jsonb_typeof(v_m -> 'children') = 'array';
         message := CASE WHEN listed THEN v_m - 'children' ELSE v_m END;
         RETURN NEXT;
+        IF listed AND v_top >= convo_private.max_librechat_nesting()
+           AND jsonb_array_length(v_m -> 'children') > 0 THEN
+            RAISE EXCEPTION 'a recursive LibreChat export nests deeper than % levels', convo_private.max_librechat_nesting()
+                USING ERRCODE = 'CV010',
+                      DETAIL = format('message %s, at nesting depth %s', coalesce(convo_private.nonempty_text(v_m -> 'messageId'),
+                                                                              'without a messageId'), v_top - 1),
+                      HINT = 'Export the conversation from LibreChat as a flat list (recursive off): it has no such limit.';
+        END IF;
         IF listed THEN
             v_top := v_top + 1;
             v_frames[v_top] := v_m -> 'children';

@@ -1,5 +1,5 @@
--- 0014_librechat: import_librechat: a LibreChat export (recursive or flat) as a
--- message tree, through the same import_tree; import_origins.source allows librechat.
+-- 0015_librechat: import_librechat: a LibreChat export (flat or recursive) as a
+-- message tree with its original times, its source messages kept.
 
 -- Act as the owner role: a migrating role that is not a superuser becomes
 -- a member for this transaction only (it needs CREATEROLE for that).
@@ -19,6 +19,7 @@ SELECT set_config('role', 'convo_owner', true);
 ALTER TABLE convo.import_origins DROP CONSTRAINT import_origins_source_check;
 ALTER TABLE convo.import_origins ADD CONSTRAINT import_origins_source_check
     CHECK (source IN ('chatgpt', 'openwebui', 'librechat'));
+
 
 -- import_librechat: one conversation of LibreChat's own JSON export (a
 -- recursive one, replies nested in children, or a flat list) as a new
@@ -368,7 +369,8 @@ $$;
 -- kept twice). A flat export's children are not read: its messages come
 -- back verbatim. Memory stays within the document's size; but jsonb hands
 -- out a nested value only as a copy, so a message's subtree is copied once
--- per level above it: the time is the size times the nesting depth.
+-- per level above it: the time is the size times the nesting depth, which
+-- is capped (max_librechat_nesting, CV010 past it) so that it stays linear.
 CREATE OR REPLACE FUNCTION convo_private.librechat_flatten(p_messages jsonb, p_recursive boolean)
 RETURNS TABLE (seq int, depth int, nest_parent text, ord int, message jsonb, listed boolean)
 LANGUAGE plpgsql
@@ -400,6 +402,14 @@ BEGIN
         listed := p_recursive AND jsonb_typeof(v_m) = 'object' AND jsonb_typeof(v_m -> 'children') = 'array';
         message := CASE WHEN listed THEN v_m - 'children' ELSE v_m END;
         RETURN NEXT;
+        IF listed AND v_top >= convo_private.max_librechat_nesting()
+           AND jsonb_array_length(v_m -> 'children') > 0 THEN
+            RAISE EXCEPTION 'a recursive LibreChat export nests deeper than % levels', convo_private.max_librechat_nesting()
+                USING ERRCODE = 'CV010',
+                      DETAIL = format('message %s, at nesting depth %s', coalesce(convo_private.nonempty_text(v_m -> 'messageId'),
+                                                                              'without a messageId'), v_top - 1),
+                      HINT = 'Export the conversation from LibreChat as a flat list (recursive off): it has no such limit.';
+        END IF;
         IF listed THEN
             v_top := v_top + 1;
             v_frames[v_top] := v_m -> 'children';
@@ -513,6 +523,18 @@ BEGIN ATOMIC
                                   '[unmapped librechat content] ' || (p_message -> 'content')::text)) END
             END);
 END;
+
+-- max_librechat_nesting: how deep a recursive LibreChat export may nest its
+-- replies (each reply sits in its parent's children): 256 levels.
+-- librechat_flatten copies a nested value once per level above it (jsonb
+-- hands out sub-values only as copies), so this cap keeps an import within
+-- 256 times its input; a longer conversation comes as LibreChat's flat
+-- export (recursive off), which has no such cost and no cap.
+CREATE OR REPLACE FUNCTION convo_private.max_librechat_nesting()
+RETURNS int
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+RETURN 256;
 
 SELECT convo_private.apply_grants();
 

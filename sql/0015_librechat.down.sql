@@ -1,4 +1,4 @@
--- 0014_librechat down: reverses 0014_librechat.up.sql.
+-- 0015_librechat down: reverses 0015_librechat.up.sql.
 
 -- Act as the owner role: a migrating role that is not a superuser becomes
 -- a member for this transaction only (it needs CREATEROLE for that).
@@ -265,6 +265,8 @@ BEGIN ATOMIC
                 ELSE convo_private.epoch_time(e.node -> 'timestamp', 1e11) END
       FROM jsonb_each(p_mapping) AS e (key, node);
 END;
+
+DROP FUNCTION convo_private.max_librechat_nesting;
 
 DROP FUNCTION convo_private.librechat_message;
 

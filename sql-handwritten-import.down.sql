@@ -1,1 +1,0 @@
-DROP TABLE convo.import_origins;

@@ -231,6 +231,31 @@ func TestImportCLIOpenWebUI(t *testing.T) {
 	requireCount(t, db, 3, `SELECT count(*) FROM convo.conversations`)
 }
 
+// TestImportCLILibreChat: LibreChat's recursive and flat exports, one
+// conversation a file, import with their messages counted (a recursive
+// export's nested replies too), and again as already present.
+func TestImportCLILibreChat(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	url := appURL(t, db)
+	for _, name := range []string{"librechat-librechat-tree.json", "librechat-librechat-flat-branches.json"} {
+		path, err := filepath.Abs("../../shared/samples/chat-exports/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("reading a sample (the tests read ../shared/samples): %v", err)
+		}
+		doc := decodeSample(t, body).(map[string]any)
+		n := len(newSrcTree(t, "librechat", doc).nodes)
+		requireCLI(t, nil, 0, []string{summaryLine(1, 0, 0, "erin"), fmt.Sprintf("messages %d,", n)},
+			"import-librechat", "-owner", "erin", "-database", url, path)
+		requireCLI(t, nil, 0, []string{summaryLine(0, 1, 0, "erin")}, "import-librechat", "-owner", "erin", "-database", url, path)
+	}
+	requireCount(t, db, 2, `SELECT count(*) FROM convo.conversations`)
+}
+
 // TestImportCLIUsage: a wrong command line exits 2 and connects to nothing;
 // an export it cannot read, or a role that cannot call the import, exits 1;
 // none writes anything.
@@ -249,9 +274,9 @@ func TestImportCLIUsage(t *testing.T) {
 		{2, "needs -owner OWNER", []string{"import-chatgpt", "-database", url, file}},
 		{2, "takes one FILE, got 2", []string{"import-chatgpt", "-owner", "o", "-database", url, file, file}},
 		{2, "takes one FILE, got 0", []string{"import-openwebui", "-owner", "o", "-database", url}},
-		{2, "unknown verb import-librechat", []string{"import-librechat", "-owner", "o", "-database", url, file}},
+		{2, "unknown verb import-claude", []string{"import-claude", "-owner", "o", "-database", url, file}},
 		{2, "flag provided but not defined: -ownr", []string{"import-chatgpt", "-ownr", "o", file}},
-		{1, "-owner goes with import-chatgpt or import-openwebui, not up", []string{"up", "-owner", "o", "-database", url}},
+		{1, "-owner goes with an import verb, not up", []string{"up", "-owner", "o", "-database", url}},
 		{1, "no such file or directory", []string{"import-chatgpt", "-owner", "o", "-database", url, filepath.Join(dir, "missing.json")}},
 		{1, "an Open WebUI export is one JSON file", []string{"import-openwebui", "-owner", "o", "-database", url, dir}},
 		{1, "holds no conversations-NNN.json and no conversations.json", []string{"import-chatgpt", "-owner", "o", "-database", url, t.TempDir()}},

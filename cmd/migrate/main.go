@@ -11,6 +11,7 @@
 //	go run ./cmd/migrate stop
 //	go run ./cmd/migrate [-database URL] -owner OWNER import-chatgpt FILE
 //	go run ./cmd/migrate [-database URL] -owner OWNER import-openwebui FILE
+//	go run ./cmd/migrate [-database URL] -owner OWNER import-librechat FILE
 //
 // The database is -database, else $DATABASE_URL, else a local server this
 // command starts (or reuses) under .pgconvo/ in the working directory from
@@ -18,8 +19,9 @@
 // (stop-local is another name for it). Flags may come before or after the verb.
 // Every verb but stop first names the database it works on; down and goto
 // refuse to drop tables that hold rows unless given -force-data-loss.
-// import-chatgpt and import-openwebui import a whole export for an owner
-// (internal/chatimport), one conversation per transaction; they exit 1 if
+// import-chatgpt, import-openwebui and import-librechat import a whole
+// export for an owner (internal/chatimport), one conversation per
+// transaction; they exit 1 if
 // any conversation was refused, 2 on a usage error.
 package main
 
@@ -65,6 +67,8 @@ verbs:
                  or one conversation
   import-openwebui -owner OWNER FILE
                  import an Open WebUI export (an array of chats, or one chat)
+  import-librechat -owner OWNER FILE
+                 import a LibreChat export (one conversation, or an array)
 
 down and goto refuse to drop tables that hold rows (the conversations and
 the ledger are a record) unless given -force-data-loss.
@@ -98,7 +102,7 @@ func run(ctx context.Context, args []string) error {
 	dbURL := fs.String("database", "", "database URL (postgres://...); default $DATABASE_URL, else the local server")
 	all := fs.Bool("all", false, "with down: revert every migration")
 	forceLoss := fs.Bool("force-data-loss", false, "with down or goto: drop tables even when they hold rows")
-	owner := fs.String("owner", "", "with import-chatgpt or import-openwebui: the owner to import for (required)")
+	owner := fs.String("owner", "", "with import-chatgpt, import-openwebui or import-librechat: the owner to import for (required)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -126,7 +130,7 @@ func run(ctx context.Context, args []string) error {
 		return importExport(ctx, format, *owner, *dbURL, rest, fs.Usage)
 	}
 	if *owner != "" {
-		return fmt.Errorf("-owner goes with import-chatgpt or import-openwebui, not %s", verb)
+		return fmt.Errorf("-owner goes with an import verb, not %s", verb)
 	}
 
 	if verb == "stop" || verb == "stop-local" {
@@ -262,11 +266,11 @@ func run(ctx context.Context, args []string) error {
 // exit code 2.
 type usageError struct{ error }
 
-// importExport runs import-chatgpt or import-openwebui (format chatgpt or
-// openwebui): it prints the summary, and fails if any conversation was
-// refused.
+// importExport runs import-chatgpt, import-openwebui or import-librechat
+// (format chatgpt, openwebui or librechat): it prints the summary, and
+// fails if any conversation was refused.
 func importExport(ctx context.Context, format, owner, flagURL string, args []string, usage func()) error {
-	if format != "chatgpt" && format != "openwebui" {
+	if format != "chatgpt" && format != "openwebui" && format != "librechat" {
 		usage()
 		return usageError{fmt.Errorf("unknown verb import-%s", format)}
 	}

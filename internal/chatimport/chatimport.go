@@ -21,7 +21,7 @@ import (
 
 // Options say what to import.
 type Options struct {
-	Format   string    // "chatgpt" or "openwebui"
+	Format   string    // "chatgpt", "openwebui" or "librechat"
 	Owner    string    // the owner the conversations are imported for
 	Path     string    // the export: a JSON file; for chatgpt also a directory or a .zip of shards
 	Progress io.Writer // where to draw a progress bar (a terminal), or nil
@@ -89,6 +89,23 @@ var formats = map[string]statements{
 		                             -> 'history' -> 'messages' AS m) h,
 		             LATERAL (SELECT count(*) AS messages
 		                        FROM jsonb_each(CASE WHEN jsonb_typeof(h.m) = 'object' THEN h.m END)) n`,
+	},
+	// A LibreChat export is one conversation (an array of them is read
+	// too); a recursive one nests the replies in children, which jsonpath
+	// counts in place.
+	"librechat": {
+		function: "convo.import_librechat(text, jsonb)",
+		key: `SELECT set_config('convo.owner_id', $1, true), k.s, md5('librechat:' || $1 || ':' || k.s)::uuid::text
+		        FROM (SELECT coalesce(` + nonEmpty("c -> 'conversationId'") + `, 'sha:' || md5(c::text)) AS s
+		                FROM (SELECT $2::jsonb AS c) x) k`,
+		run: `SELECT convo.import_librechat($1, x.c)::text,
+		             CASE WHEN jsonb_typeof(x.c -> 'messages') <> 'array' THEN 0
+		                  WHEN x.c -> 'recursive' = 'true'
+		                  THEN jsonb_array_length(jsonb_path_query_array(x.c -> 'messages',
+		                           'strict $.**?(@.type() == "object" && exists(@.messageId)).messageId'))
+		                  ELSE jsonb_array_length(x.c -> 'messages') END::bigint,
+		             0::bigint
+		        FROM (SELECT $2::jsonb AS c) x`,
 	},
 }
 

@@ -5,11 +5,19 @@
 -- the present (messages_fill_tree, log_head_move, tool_effects_log) or decide
 -- anew (record_tool_call) keep the exported rows instead. The setting is a
 -- cheap hint that spares every other write the lookup; setting it proves nothing.
+-- PL/pgSQL, not SQL: a SQL function with a subquery is not inlined, and
+-- calling one costs tens of microseconds on every write; this returns at the
+-- setting for all but an import.
 CREATE OR REPLACE FUNCTION convo_private.is_import(p_conversation_id uuid)
 RETURNS boolean
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
-RETURN CASE WHEN current_setting('convo.importing', true) = p_conversation_id::text
-            THEN EXISTS (SELECT 1 FROM convo_private.importing i
-                          WHERE i.conversation_id = p_conversation_id AND i.xact = pg_current_xact_id())
-            ELSE false END;
+AS $$
+BEGIN
+    IF current_setting('convo.importing', true) IS DISTINCT FROM p_conversation_id::text THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM convo_private.importing i
+                    WHERE i.conversation_id = p_conversation_id AND i.xact = pg_current_xact_id());
+END;
+$$;

@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION convo_private.is_imported(p_conversation_id uuid, p_m
 RETURNS boolean
 LANGUAGE plpgsql
 STABLE
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF current_setting('convo.importing', true) IS DISTINCT FROM p_conversation_id::text THEN

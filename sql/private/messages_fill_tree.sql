@@ -2,7 +2,7 @@
 -- place in the tree (depth, sibling_index, branch_id, created_at) from its
 -- parent, whoever inserts it, under the conversation's row lock so that
 -- concurrent writers serialize. Its time is the insert's, except for a
--- message an import is writing (import_chatgpt and import_openwebui: is_imported;
+-- message an import is writing (import_chatgpt, import_openwebui and import_librechat: is_imported;
 -- import_conversation: is_import), which keeps its original time.
 -- The last sibling is read as the first row of messages_sibling_key in
 -- reverse (ORDER BY ... LIMIT 1, parent_id in the order too, so that IS

@@ -3,7 +3,7 @@
 -- function (or statement) appended the assistant message, against the
 -- tool's latest version at that moment. An unregistered tool gets no row
 -- (effect_for_call answers CV007, even once it is registered), and neither
--- does an imported call: import_chatgpt and import_openwebui (is_imported)
+-- does an imported call: import_chatgpt, import_openwebui and import_librechat (is_imported)
 -- write none, imported history happened elsewhere; import_conversation
 -- (is_import) writes its exported ledger rows itself.
 --   replay:   a registered tool without effects: free to run again, no effect.

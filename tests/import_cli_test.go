@@ -128,7 +128,7 @@ func TestImportCLIChatGPT(t *testing.T) {
 }
 
 // TestImportCLIRefusalGoesOn: a malformed conversation in the middle is
-// refused with its index, ids, SQLSTATE and DETAIL, and nothing of it is
+// refused with its index, SQLSTATE and DETAIL (naming its ids), and nothing of it is
 // written; the others are imported, and the exit code is 1.
 func TestImportCLIRefusalGoesOn(t *testing.T) {
 	t.Parallel()
@@ -144,9 +144,9 @@ func TestImportCLIRefusalGoesOn(t *testing.T) {
 	r := requireCLI(t, nil, 1, []string{
 		summaryLine(2, 0, 2, "bob"),
 		fmt.Sprintf("messages %d, message-less nodes kept verbatim %d\n", messages, dropped),
-		"refused conversations.json[1]: source fixture-bad, conversation " + badID + ": CV011 ChatGPT node n3 has a missing or unknown author.role\n" +
+		"refused conversations.json[1]: CV011 ChatGPT node n3 has a missing or unknown author.role\n" +
 			"  DETAIL: ChatGPT conversation fixture-bad of owner bob, conversation " + badID + ", node n3\n",
-		"refused conversations.json[3]: source sha:", ": CV011 p_conversation must be one ChatGPT conversation",
+		"refused conversations.json[3]: CV011 p_conversation must be one ChatGPT conversation",
 		"2 of 4 conversations refused",
 	}, "-database", appURL(t, db), "-owner", "bob", "import-chatgpt", file)
 	if strings.Index(r.stdout, "conversations.json[1]") > strings.Index(r.stdout, "conversations.json[3]") {
@@ -201,8 +201,8 @@ func TestImportCLIShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireCLI(t, nil, 1, []string{summaryLine(4, 0, 1, "zip"),
-		"refused conversations-001.json[2]: source no-mapping, conversation " + derivedID("chatgpt:zip:no-mapping") +
-			": CV011 a ChatGPT conversation needs a \"mapping\" object"},
+		"refused conversations-001.json[2]: CV011 a ChatGPT conversation needs a \"mapping\" object",
+		"  DETAIL: ChatGPT conversation no-mapping of owner zip, conversation " + derivedID("chatgpt:zip:no-mapping") + "\n"},
 		"import-chatgpt", "-owner", "zip", "-database", url, zipPath)
 	requireCount(t, db, 4, `SELECT count(*) FROM convo.conversations WHERE owner_id = 'zip'`)
 }

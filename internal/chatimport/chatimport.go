@@ -30,11 +30,9 @@ type Options struct {
 // Refusal is a conversation the database refused; nothing of it was written.
 type Refusal struct {
 	Where  string // the JSON file and the conversation's 0-based index in it: conversations.json[3]
-	Source string // its id in the export (the source key), empty if the database could not read it
-	ID     string // the pgconvo id it would have had
 	Code   string // the SQLSTATE
 	Error  string // the message
-	Detail string // the DETAIL, naming ids only
+	Detail string // the DETAIL: ids only, the source's and the conversation's where the database could read them
 }
 
 // Summary is what a run did.
@@ -51,24 +49,15 @@ type Summary struct {
 // Conversations is how many conversations the run met.
 func (s *Summary) Conversations() int { return s.Imported + s.Present + len(s.Refused) }
 
-// statements is the SQL of one format. key gives a conversation's source key
-// and the id the import function derives from it (import-mapping.md §4.2,
-// §5), and sets the owner: the id tells a repeat, which returns the same id,
-// from a first import. run imports and counts what the conversation holds.
-type statements struct{ function, key, run string }
-
-// nonEmpty is the SQL of a JSON value's text if it is a non-empty string.
-func nonEmpty(v string) string {
-	return fmt.Sprintf("CASE WHEN jsonb_typeof(%[1]s) = 'string' THEN nullif(%[1]s #>> '{}', '') END", v)
-}
+// statements is the SQL of one format: the import function, and run, which
+// imports one conversation ($1 the owner, $2 the conversation) and counts
+// what it holds. The ids and the repeat rules stay the function's own: a
+// repeat is told afterwards, from the head log (importOne).
+type statements struct{ function, run string }
 
 var formats = map[string]statements{
 	"chatgpt": {
 		function: "convo.import_chatgpt(text, jsonb)",
-		key: `SELECT set_config('convo.owner_id', $1, true), k.s, md5('chatgpt:' || $1 || ':' || k.s)::uuid::text
-		        FROM (SELECT coalesce(` + nonEmpty("c -> 'conversation_id'") + `, ` + nonEmpty("c -> 'id'") + `,
-		                              'sha:' || md5(c::text)) AS s
-		                FROM (SELECT $2::jsonb AS c) x) k`,
 		run: `SELECT convo.import_chatgpt($1, x.c)::text, n.messages, n.dropped
 		        FROM (SELECT $2::jsonb AS c) x,
 		             LATERAL (SELECT count(*) FILTER (WHERE jsonb_typeof(e.node -> 'message') = 'object') AS messages,
@@ -78,11 +67,6 @@ var formats = map[string]statements{
 	},
 	"openwebui": {
 		function: "convo.import_openwebui(text, jsonb)",
-		key: `SELECT set_config('convo.owner_id', $1, true), k.s, md5('openwebui:' || $1 || ':' || k.s)::uuid::text
-		        FROM (SELECT coalesce(CASE WHEN jsonb_typeof(c -> 'chat') = 'object' THEN ` + nonEmpty("c -> 'id'") + ` END,
-		                              ` + nonEmpty("(CASE WHEN jsonb_typeof(c -> 'chat') = 'object' THEN c -> 'chat' ELSE c END) -> 'id'") + `,
-		                              'sha:' || md5(c::text)) AS s
-		                FROM (SELECT $2::jsonb AS c) x) k`,
 		run: `SELECT convo.import_openwebui($1, x.c)::text, n.messages, 0::bigint
 		        FROM (SELECT $2::jsonb AS c) x,
 		             LATERAL (SELECT (CASE WHEN jsonb_typeof(x.c -> 'chat') = 'object' THEN x.c -> 'chat' ELSE x.c END)
@@ -95,9 +79,6 @@ var formats = map[string]statements{
 	// counts in place.
 	"librechat": {
 		function: "convo.import_librechat(text, jsonb)",
-		key: `SELECT set_config('convo.owner_id', $1, true), k.s, md5('librechat:' || $1 || ':' || k.s)::uuid::text
-		        FROM (SELECT coalesce(` + nonEmpty("c -> 'conversationId'") + `, 'sha:' || md5(c::text)) AS s
-		                FROM (SELECT $2::jsonb AS c) x) k`,
 		run: `SELECT convo.import_librechat($1, x.c)::text,
 		             CASE WHEN jsonb_typeof(x.c -> 'messages') <> 'array' THEN 0
 		                  WHEN x.c -> 'recursive' = 'true'
@@ -180,27 +161,21 @@ func importOne(ctx context.Context, conn *pgx.Conn, st statements, owner string,
 		sum.Refused = append(sum.Refused, ref)
 		return nil
 	}
-	if err := tx.QueryRow(ctx, st.key, owner, raw).Scan(nil, &ref.Source, &ref.ID); err != nil {
-		return refused(err)
-	}
-	// The owner has it already if head_history finds it (CV002 if not).
-	if _, err := tx.Exec(ctx, `SAVEPOINT present`); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT set_config('convo.owner_id', $1, true)`, owner); err != nil {
 		return err
-	}
-	present := true
-	if _, err := tx.Exec(ctx, `SELECT FROM convo.head_history($1)`, ref.ID); err != nil {
-		var pg *pgconn.PgError
-		if !errors.As(err, &pg) || pg.Code != "CV002" {
-			return refused(err)
-		}
-		present = false
-		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT present`); err != nil {
-			return err
-		}
 	}
 	var id string
 	var messages, dropped int64
 	if err := tx.QueryRow(ctx, st.run, owner, raw).Scan(&id, &messages, &dropped); err != nil {
+		return refused(err)
+	}
+	// A repeat returns the id of a conversation the owner had already: its
+	// head log began before this transaction did (now()). A first import's
+	// head-log row is this transaction's. (A conversation with no message
+	// has no head log: a repeat of one counts as imported.)
+	var present bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM convo.head_history($1) h WHERE h.moved_at < now())`,
+		id).Scan(&present); err != nil {
 		return refused(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -227,8 +202,7 @@ func (s *Summary) Print(w io.Writer) {
 			secs, float64(s.Conversations())/secs, float64(s.Messages)/secs)
 	}
 	for _, r := range s.Refused {
-		fmt.Fprintf(w, "refused %s: source %s, conversation %s: %s %s\n  DETAIL: %s\n",
-			r.Where, orNone(r.Source), orNone(r.ID), r.Code, r.Error, orNone(r.Detail))
+		fmt.Fprintf(w, "refused %s: %s %s\n  DETAIL: %s\n", r.Where, r.Code, r.Error, orNone(r.Detail))
 	}
 }
 

@@ -1,7 +1,8 @@
 -- path: the live conversation, root to head: what a chat UI reads on every
 -- page load. One index range scan of convo.live_path (the derived index of
--- the live path, kept by every head move) joined to the messages, so it costs
--- close to reading a flat list however often the conversation was edited.
+-- the live path, kept by every head move) joined to the messages
+-- (live_path_rows), so it costs close to reading a flat list however often
+-- the conversation was edited.
 -- CV002 for an unknown conversation; empty before the first message.
 CREATE OR REPLACE FUNCTION convo.path(p_conversation_id uuid)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
@@ -13,13 +14,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM convo_private.conversation_ref(p_conversation_id);
-    RETURN QUERY
-    SELECT l.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
-           l.sibling_count
-      FROM convo.live_path l
-      JOIN convo.messages m ON m.conversation_id = p_conversation_id AND m.id = l.message_id
-     WHERE l.conversation_id = p_conversation_id
-     ORDER BY l.depth;
+    RETURN QUERY SELECT * FROM convo_private.live_path_rows(p_conversation_id);
 END;
 $$;
 

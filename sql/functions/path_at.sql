@@ -18,13 +18,7 @@ BEGIN
     IF v_head IS NOT DISTINCT FROM (convo_private.conversation_ref(p_conversation_id)).head_message_id
        AND NOT EXISTS (SELECT 1 FROM convo.live_path l
                         WHERE l.conversation_id = p_conversation_id AND l.since > p_at) THEN
-        RETURN QUERY
-        SELECT l.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
-               l.sibling_count
-          FROM convo.live_path l
-          JOIN convo.messages m ON m.conversation_id = p_conversation_id AND m.id = l.message_id
-         WHERE l.conversation_id = p_conversation_id
-         ORDER BY l.depth;
+        RETURN QUERY SELECT * FROM convo_private.live_path_rows(p_conversation_id);
     ELSE
         RETURN QUERY SELECT * FROM convo_private.path_from(p_conversation_id, v_head, p_at);
     END IF;

@@ -29,12 +29,10 @@ BEGIN
             USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id),
                   HINT = 'Import each element of conversations.json on its own.';
     END IF;
-    v_source := coalesce(convo_private.nonempty_text(p_conversation -> 'conversation_id'),
-                         convo_private.nonempty_text(p_conversation -> 'id'),
-                         'sha:' || md5(p_conversation::text));
-    v_id := md5('chatgpt:' || p_owner_id || ':' || v_source)::uuid;
-    v_where := format('ChatGPT conversation %s of owner %s, conversation %s', v_source, p_owner_id, v_id);
-    v_digest := encode(sha256(convert_to(p_conversation::text, 'UTF8')), 'hex');
+    SELECT k.source, k.conversation_id, k.place, k.digest INTO v_source, v_id, v_where, v_digest
+      FROM convo_private.import_key('chatgpt', 'ChatGPT conversation', p_owner_id,
+                                    coalesce(convo_private.nonempty_text(p_conversation -> 'conversation_id'),
+                                             convo_private.nonempty_text(p_conversation -> 'id')), p_conversation) k;
     IF convo_private.import_repeat(v_id, p_owner_id, v_digest, v_where) THEN
         RETURN v_id;
     END IF;

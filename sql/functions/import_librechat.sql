@@ -33,10 +33,9 @@ BEGIN
             USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id),
                   HINT = 'Import each exported conversation on its own.';
     END IF;
-    v_source := coalesce(convo_private.nonempty_text(p_conversation -> 'conversationId'), 'sha:' || md5(p_conversation::text));
-    v_id := md5('librechat:' || p_owner_id || ':' || v_source)::uuid;
-    v_where := format('LibreChat conversation %s of owner %s, conversation %s', v_source, p_owner_id, v_id);
-    v_digest := encode(sha256(convert_to(p_conversation::text, 'UTF8')), 'hex');
+    SELECT k.source, k.conversation_id, k.place, k.digest INTO v_source, v_id, v_where, v_digest
+      FROM convo_private.import_key('librechat', 'LibreChat conversation', p_owner_id,
+                                    convo_private.nonempty_text(p_conversation -> 'conversationId'), p_conversation) k;
     IF convo_private.import_repeat(v_id, p_owner_id, v_digest, v_where) THEN
         RETURN v_id;
     END IF;

@@ -36,11 +36,10 @@ BEGIN
     END IF;
     v_messages := v_chat -> 'history' -> 'messages';
     v_current := v_chat -> 'history' -> 'currentId';
-    v_source := coalesce(convo_private.nonempty_text(v_row -> 'id'), convo_private.nonempty_text(v_chat -> 'id'),
-                         'sha:' || md5(p_chat::text));
-    v_id := md5('openwebui:' || p_owner_id || ':' || v_source)::uuid;
-    v_where := format('Open WebUI chat %s of owner %s, conversation %s', v_source, p_owner_id, v_id);
-    v_digest := encode(sha256(convert_to(p_chat::text, 'UTF8')), 'hex');
+    SELECT k.source, k.conversation_id, k.place, k.digest INTO v_source, v_id, v_where, v_digest
+      FROM convo_private.import_key('openwebui', 'Open WebUI chat', p_owner_id,
+                                    coalesce(convo_private.nonempty_text(v_row -> 'id'),
+                                             convo_private.nonempty_text(v_chat -> 'id')), p_chat) k;
     IF convo_private.import_repeat(v_id, p_owner_id, v_digest, v_where) THEN
         RETURN v_id;
     END IF;

@@ -368,6 +368,8 @@ func forgeries(n tenant, liveText, unregisteredMsg string) []forgery {
 			VALUES ('%s', '%s', '%s', '2001-01-01', 'alice', 'create')`, n.conv, n.user, n.root), refused},
 		{"an internal helper", fmt.Sprintf(`SELECT convo_private.move_head_to('%s', '%s', 'create', 'alice')`,
 			n.conv, n.user), []string{"42501"}},
+		{"an import's marker, to keep a forged time and skip the ledger", fmt.Sprintf(`INSERT INTO convo_private.importing
+			(conversation_id) VALUES ('%s')`, n.conv), []string{"42501"}},
 		{"an effect transition with a forged actor", fmt.Sprintf(`SELECT set_config('convo.effect_actor', 'finance-bot', false);
 			UPDATE convo.tool_effects SET state = 'compensated', compensated_by = 're_x', compensated_at = now()
 			 WHERE id = '%s'`, n.applied), refused},

@@ -170,10 +170,12 @@ BEGIN
         RETURN p_conversation_id;
     END IF;
 
-    -- Origins first (their foreign key is deferred), then the messages,
-    -- parents before children, siblings in order: messages_fill_tree keeps
-    -- their times and numbers them, record_tool_call writes no ledger row.
-    SET CONSTRAINTS convo.import_origins_message_fkey DEFERRED;
+    -- While the import's marker row names the conversation (is_import, as
+    -- for import_conversation), messages_fill_tree keeps the messages' times
+    -- and record_tool_call writes no ledger row. Origins (their foreign key
+    -- is deferred), then the messages, parents before children, siblings in
+    -- order; the head moves after the marker is gone, logged as any move.
+    INSERT INTO convo_private.importing (conversation_id) VALUES (p_conversation_id);
     PERFORM set_config('convo.importing', p_conversation_id::text, true);
     INSERT INTO convo.import_origins (conversation_id, message_id, source, node_key, node)
     SELECT p_conversation_id, x.id, p_source, x.key, x.node
@@ -182,6 +184,7 @@ BEGIN
     SELECT p_conversation_id, x.id, x.parent, x.role, x.reason, x.parts, x.at
       FROM unnest(m_id, m_parent, m_role, m_reason, m_parts, m_at) WITH ORDINALITY AS x (id, parent, role, reason, parts, at, n)
      ORDER BY x.n;
+    DELETE FROM convo_private.importing i WHERE i.conversation_id = p_conversation_id AND i.xact = pg_current_xact_id();
     PERFORM set_config('convo.importing', '', true);
     IF v_head IS NOT NULL THEN
         PERFORM convo_private.move_head_to(p_conversation_id, v_head, 'import', NULL);

@@ -1,9 +1,10 @@
--- is_import: whether import_conversation is writing this conversation right
--- now, in this transaction: its marker row (convo_private.importing, which
--- only import_conversation writes and deletes again before it returns) names
--- the conversation and this transaction. Only then do the triggers that stamp
--- the present (messages_fill_tree, log_head_move, tool_effects_log) or decide
--- anew (record_tool_call) keep the exported rows instead. The setting is a
+-- is_import: whether an import (import_conversation, or import_tree for the
+-- imports from other products) is writing this conversation right now, in
+-- this transaction: its marker row (convo_private.importing, which only the
+-- imports write and delete again before they return) names the conversation
+-- and this transaction. Only then do the triggers that stamp the present
+-- (messages_fill_tree, log_head_move, tool_effects_log) or decide anew
+-- (record_tool_call) keep the given rows instead. The setting is a
 -- cheap hint that spares every other write the lookup; setting it proves nothing.
 -- PL/pgSQL, not SQL: a SQL function with a subquery is not inlined, and
 -- calling one costs tens of microseconds on every write; this returns at the

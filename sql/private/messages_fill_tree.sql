@@ -2,8 +2,7 @@
 -- place in the tree (depth, sibling_index, branch_id, created_at) from its
 -- parent, whoever inserts it, under the conversation's row lock so that
 -- concurrent writers serialize. Its time is the insert's, except for a
--- message an import is writing (import_chatgpt, import_openwebui and import_librechat: is_imported;
--- import_conversation: is_import), which keeps its original time.
+-- message an import is writing (is_import), which keeps its original time.
 -- The last sibling is read as the first row of messages_sibling_key in
 -- reverse (ORDER BY ... LIMIT 1, parent_id in the order too, so that IS
 -- NULL for a root keeps the index order): one probe whatever the number of
@@ -59,9 +58,7 @@ BEGIN
                             WHERE p.conversation_id = NEW.conversation_id AND p.depth = NEW.depth - 1
                               AND p.message_id = NEW.parent_id));
     END IF;
-    IF NEW.created_at IS NULL
-       OR NOT (convo_private.is_import(NEW.conversation_id)
-               OR convo_private.is_imported(NEW.conversation_id, NEW.id)) THEN
+    IF NEW.created_at IS NULL OR NOT convo_private.is_import(NEW.conversation_id) THEN
         NEW.created_at := clock_timestamp();
     END IF;
     RETURN NEW;

@@ -3,9 +3,9 @@
 -- function (or statement) appended the assistant message, against the
 -- tool's latest version at that moment. An unregistered tool gets no row
 -- (effect_for_call answers CV007, even once it is registered), and neither
--- does an imported call: import_chatgpt, import_openwebui and import_librechat (is_imported)
--- write none, imported history happened elsewhere; import_conversation
--- (is_import) writes its exported ledger rows itself.
+-- does a call an import is writing (is_import): the imports from other
+-- products write none, that history happened elsewhere; import_conversation
+-- writes its exported ledger rows itself.
 --   replay:   a registered tool without effects: free to run again, no effect.
 --   rejected: the input fails the tool's frozen schema: a failed effect, 422.
 --   reuse:    an effect already has this call's scope key: the call is linked to it.
@@ -32,8 +32,7 @@ DECLARE
     v_repeats   uuid;
     v_decision  text;
 BEGIN
-    IF convo_private.is_import(NEW.conversation_id)
-       OR convo_private.is_imported(NEW.conversation_id, NEW.message_id) THEN
+    IF convo_private.is_import(NEW.conversation_id) THEN
         RETURN NULL;
     END IF;
     SELECT * INTO v_tool FROM convo.tools t WHERE t.name = NEW.tool_name ORDER BY t.version DESC LIMIT 1;

@@ -1,5 +1,5 @@
--- import_origins_no_forgery: only the import functions write origin records
--- (an origin is what marks a message as imported: is_imported).
+-- import_origins_no_forgery: only the import functions write origin records,
+-- the source nodes kept verbatim beside the messages.
 CREATE OR REPLACE TRIGGER import_origins_no_forgery
     BEFORE INSERT ON convo.import_origins
     FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_forgery();

@@ -9,8 +9,9 @@ import (
 
 // TestDirectHeadUpdateIsLogged: an UPDATE of the head outside the API, by
 // a superuser or a role granted UPDATE (whatever settings it holds), writes
-// exactly one head-log row ('direct_update', moved by session_user); an
-// UPDATE that leaves the head where it is writes none.
+// exactly one head-log row ('direct_update', moved by the caller: the role
+// SET ROLE set, else the login role); an UPDATE that leaves the head where
+// it is writes none.
 func TestDirectHeadUpdateIsLogged(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
@@ -48,7 +49,7 @@ func TestDirectHeadUpdateIsLogged(t *testing.T) {
 		moves := readHeadHistory(t, db, conv)
 		requireEqual(t, "rows added", len(moves)-logged, 1)
 		last := moves[len(moves)-1]
-		requireEqual(t, "logged move", [3]string{last.HeadMessageID, last.Reason, last.MovedBy}, [3]string{a1, "direct_update", session})
+		requireEqual(t, "logged move", [3]string{last.HeadMessageID, last.Reason, last.MovedBy}, [3]string{a1, "direct_update", grantee})
 		mustExec(t, db, `UPDATE convo.conversations SET head_message_id = $2 WHERE id = $1`, conv, u1)
 	})
 

@@ -32,7 +32,7 @@ BEGIN
         RAISE EXCEPTION 'effect % is %: only an applied effect is compensated', p_effect_id, v_effect.state
             USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s, compensated_by %s', p_effect_id, v_effect.state, v_effect.compensated_by);
     END IF;
-    PERFORM convo_private.set_effect_context(session_user, p_evidence);
+    PERFORM convo_private.set_effect_context(convo_private.caller(), p_evidence);
     UPDATE convo.tool_effects e
        SET state = 'compensated', compensated_by = p_compensated_by, compensated_at = clock_timestamp()
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;

@@ -15,6 +15,7 @@ AS $$
 DECLARE
     v_id       uuid := coalesce(p_conversation_id, gen_random_uuid());
     v_existing convo.conversations;
+    v_taken    boolean := false;
     v_root     uuid;
     v_parts    jsonb := CASE WHEN p_system_prompt IS NOT NULL
                              THEN jsonb_build_array(jsonb_build_object('type', 'text', 'text', p_system_prompt)) END;
@@ -43,13 +44,26 @@ BEGIN
             USING ERRCODE = 'CV010', DETAIL = format('owner %s: %s bytes', p_owner_id, octet_length(p_metadata::text));
     END IF;
 
-    INSERT INTO convo.conversations (id, owner_id, metadata)
-    VALUES (v_id, p_owner_id, p_metadata)
-    ON CONFLICT (id) DO NOTHING;
-    IF NOT FOUND THEN
-        -- A retry: the same owner, metadata and system prompt return the first result.
-        -- Locked without lock_conversation's owner check: another owner's id is CV009, not CV002.
-        SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id FOR NO KEY UPDATE;
+    -- A given id that is taken is a retry: read first without a lock, so
+    -- that another owner's row is never locked or waited for (an UPDATE in
+    -- progress would hold up an INSERT ... ON CONFLICT on it).
+    IF p_conversation_id IS NOT NULL THEN
+        PERFORM FROM convo.conversations c WHERE c.id = v_id;
+        v_taken := FOUND;
+    END IF;
+    IF NOT v_taken THEN
+        INSERT INTO convo.conversations (id, owner_id, metadata)
+        VALUES (v_id, p_owner_id, p_metadata)
+        ON CONFLICT (id) DO NOTHING;
+        v_taken := NOT FOUND; -- a concurrent call with the same id came first
+    END IF;
+    IF v_taken THEN
+        -- The same owner, metadata and system prompt return the first
+        -- result; anything else, another owner's id included, is CV009.
+        -- Locked only if it is this owner's.
+        SELECT * INTO v_existing FROM convo.conversations c
+         WHERE c.id = v_id AND c.owner_id = p_owner_id
+           FOR NO KEY UPDATE;
         -- The system prompt is the message the 'create' move named, whatever
         -- was appended since; compared as text, like the metadata.
         IF v_existing.owner_id IS DISTINCT FROM p_owner_id

@@ -61,7 +61,7 @@ BEGIN
         RAISE EXCEPTION 'effect % is %: only a pending effect settles', p_effect_id, v_effect.state
             USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s, asked %s', p_effect_id, v_effect.state, p_state);
     END IF;
-    PERFORM convo_private.set_effect_context(session_user, p_evidence);
+    PERFORM convo_private.set_effect_context(convo_private.caller(), p_evidence);
     UPDATE convo.tool_effects e
        SET state = p_state, external_ref = p_external_ref, http_status = p_http_status,
            error_code = p_error_code, settled_at = clock_timestamp()

@@ -5,7 +5,9 @@
 -- It runs as the role that issued the UPDATE (not SECURITY DEFINER), so it
 -- can tell pgconvo's own move (current_user convo_owner, reason and mover
 -- named by move_head_to) from any other: that one is marked direct_update by
--- session_user here, whatever settings the session holds, for log_head_move.
+-- the caller here (the role SET ROLE set, else the login role: the
+-- expression of convo_private.caller, written out because the updating role
+-- may not reach convo_private), whatever settings the session holds, for log_head_move.
 CREATE OR REPLACE FUNCTION convo_private.conversations_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -24,7 +26,7 @@ BEGIN
     END IF;
     IF NEW.head_message_id IS DISTINCT FROM OLD.head_message_id AND current_user <> 'convo_owner' THEN
         PERFORM set_config('convo.head_reason', 'direct_update', true);
-        PERFORM set_config('convo.head_moved_by', session_user, true);
+        PERFORM set_config('convo.head_moved_by', coalesce(nullif(current_setting('role'), 'none'), session_user::text), true);
     END IF;
     RETURN NEW;
 END;

@@ -2,24 +2,25 @@
 -- which every write to a conversation takes first, so writes to one
 -- conversation serialize; returns the current head. CV002 if it does not
 -- exist or the caller may not write for its owner (writes_owner: the one
--- owner check of a write).
+-- owner check of a write). The owner check is a condition of the locking
+-- statement, so a row the caller may not write is never locked or waited
+-- for: another owner's lock can neither delay a call nor be timed.
 CREATE OR REPLACE FUNCTION convo_private.lock_conversation(p_conversation_id uuid)
 RETURNS uuid
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_head  uuid;
-    v_owner text;
+    v_head uuid;
 BEGIN
     IF p_conversation_id IS NULL THEN
         RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011', DETAIL = 'conversation NULL';
     END IF;
-    SELECT c.head_message_id, c.owner_id INTO v_head, v_owner
+    SELECT c.head_message_id INTO v_head
       FROM convo.conversations c
-     WHERE c.id = p_conversation_id
+     WHERE c.id = p_conversation_id AND convo_private.writes_owner(c.owner_id)
        FOR NO KEY UPDATE;
-    IF NOT FOUND OR NOT convo_private.writes_owner(v_owner) THEN
+    IF NOT FOUND THEN
         RAISE EXCEPTION 'conversation % does not exist', p_conversation_id
             USING ERRCODE = 'CV002', DETAIL = format('conversation %s', p_conversation_id);
     END IF;

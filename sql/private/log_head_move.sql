@@ -2,7 +2,7 @@
 -- head, by any statement, in the same transaction. SECURITY DEFINER: it is
 -- the one writer of the head log besides a superuser. The reason and mover
 -- come from move_head_to (pgconvo's own moves) or conversations_guard (any
--- other UPDATE: direct_update by session_user); it clears them after use.
+-- other UPDATE: direct_update by the caller); it clears them after use.
 -- An import (is_import) writes the exported log rows instead. Every move,
 -- an import's too, moves the live-path index (move_live_path) with the head.
 CREATE OR REPLACE FUNCTION convo_private.log_head_move()
@@ -22,7 +22,7 @@ BEGIN
     END IF;
     IF v_reason IS NULL THEN
         v_reason := 'direct_update';
-        v_moved_by := session_user;
+        v_moved_by := convo_private.caller();
     END IF;
     PERFORM set_config('convo.head_reason', '', true);
     PERFORM set_config('convo.head_moved_by', '', true);

@@ -1,5 +1,7 @@
 -- receipt_ref: the receipt a call names, locked for its transition; CV002
--- if there is none or the caller may not write for its owner.
+-- if there is none or the caller may not write for its owner. The owner
+-- check is a condition of the locking statement: another owner's receipt is
+-- never locked or waited for.
 CREATE OR REPLACE FUNCTION convo_private.receipt_ref(p_receipt_id uuid)
 RETURNS convo.tool_receipts
 LANGUAGE plpgsql
@@ -11,8 +13,10 @@ BEGIN
     IF p_receipt_id IS NULL THEN
         RAISE EXCEPTION 'p_receipt_id is required' USING ERRCODE = 'CV011', DETAIL = 'receipt NULL';
     END IF;
-    SELECT * INTO v_receipt FROM convo.tool_receipts r WHERE r.id = p_receipt_id FOR UPDATE;
-    IF NOT FOUND OR NOT convo_private.writes_owner(v_receipt.owner_id) THEN
+    SELECT * INTO v_receipt FROM convo.tool_receipts r
+     WHERE r.id = p_receipt_id AND convo_private.writes_owner(r.owner_id)
+       FOR UPDATE;
+    IF NOT FOUND THEN
         RAISE EXCEPTION 'receipt % does not exist', p_receipt_id
             USING ERRCODE = 'CV002', DETAIL = format('receipt %s', p_receipt_id);
     END IF;

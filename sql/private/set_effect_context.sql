@@ -1,6 +1,6 @@
 -- set_effect_context: names the actor and evidence that tool_effects_log
 -- writes with the next transition; called with NULLs right after, so a later
--- UPDATE in the same transaction is logged with session_user and no evidence.
+-- UPDATE in the same transaction is logged with the caller and no evidence.
 CREATE OR REPLACE FUNCTION convo_private.set_effect_context(p_actor text, p_evidence jsonb)
 RETURNS void
 LANGUAGE sql

@@ -4,7 +4,9 @@
 -- a later branch switch cannot make it wrong. What to do (refund, ticket,
 -- nothing) is a business decision: the view only surfaces the set.
 -- The view runs as its owner, so it filters by owner itself (the caller's
--- convo.owner_id, or every owner for convo_reader), and walks the path in
+-- convo.owner_id, or every owner when the caller, the role SET ROLE set or
+-- else the login role, as convo_private.caller says, is a member of
+-- convo_reader), and walks the path in
 -- plain SQL (as path_segments does): a caller may use only pg_catalog's
 -- functions through it, not the private schema's.
 CREATE OR REPLACE VIEW convo.orphaned_applied_effects AS
@@ -22,7 +24,7 @@ SELECT e.conversation_id,
   JOIN convo.conversations c ON c.id = e.conversation_id
  WHERE e.state = 'applied'
    AND (c.owner_id = current_setting('convo.owner_id', true)
-        OR (SELECT pg_has_role(session_user, 'convo_reader', 'USAGE')))
+        OR (SELECT pg_has_role(coalesce(nullif(current_setting('role'), 'none'), session_user::text)::name, 'convo_reader', 'USAGE')))
    AND NOT EXISTS (
         WITH RECURSIVE segments (branch_id, max_depth) AS (
             SELECT h.branch_id, h.depth

@@ -12,6 +12,6 @@ SELECT g.conversation_id,
  WHERE g.state = 'streaming'
    AND g.started_at < clock_timestamp() - convo.generation_stale_after()
    AND (c.owner_id = current_setting('convo.owner_id', true)
-        OR (SELECT pg_has_role(session_user, 'convo_reader', 'USAGE')));
+        OR (SELECT pg_has_role(coalesce(nullif(current_setting('role'), 'none'), session_user::text)::name, 'convo_reader', 'USAGE')));
 
 COMMENT ON VIEW convo.stale_generations IS 'Generations still streaming after generation_stale_after() (10 minutes).';

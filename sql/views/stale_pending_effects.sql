@@ -16,7 +16,7 @@ SELECT e.conversation_id,
  WHERE e.state IN ('pending', 'awaiting_confirmation')
    AND e.deadline_at < clock_timestamp()
    AND (c.owner_id = current_setting('convo.owner_id', true)
-        OR (SELECT pg_has_role(session_user, 'convo_reader', 'USAGE')));
+        OR (SELECT pg_has_role(coalesce(nullif(current_setting('role'), 'none'), session_user::text)::name, 'convo_reader', 'USAGE')));
 
 COMMENT ON VIEW convo.stale_pending_effects IS
     'Effects pending or awaiting confirmation past their deadline, with the key to re-send or look up under.';

@@ -143,6 +143,60 @@ var boundaryChecks = map[uint]boundaryCheck{
 			requireCount(t, db, 3, `SELECT count(*) FROM convo.tool_effect_calls WHERE conversation_id = 'c0000000-0000-4000-8000-0000000000f4'`)
 		},
 	},
+	// 0021 keys every digest of content with a secret of the database. A
+	// charge settled before it is still found by a re-run of the same call
+	// after it (reuse, under the key that was sent), a pending effect keeps
+	// the key that may have been sent, an effect awaiting confirmation (not
+	// sent) is confirmed as before, and a receipt's repeat is still a
+	// repeat. Going down keeps every row.
+	21: {
+		before: func(t *testing.T, db *pgxpool.Pool) {
+			effRegisterPurchase(t, db, "buy", "fork_args", "1 hour")
+			registerTestTool(t, db, "file_followup", true, `{"type": "object"}`)
+			mustExec(t, db, `SELECT convo.create_conversation('owner-21', 'You sell credits.', '{}', 'c0000000-0000-4000-8000-000000000021')`)
+			mustExec(t, db, `SELECT convo.append_message('c0000000-0000-4000-8000-000000000021', 'user', $1,
+				p_message_id => 'a0000000-0000-4000-8000-000000000021')`, textParts("Buy 500 credits."))
+			mustExec(t, db, `SELECT convo.append_message('c0000000-0000-4000-8000-000000000021', 'assistant', $1)`,
+				effToolUses(effBuy("call_settled", "buy", 500), effBuy("call_pending", "buy", 700)))
+			effSettle(t, db, "c0000000-0000-4000-8000-000000000021", effForCall(t, db, "c0000000-0000-4000-8000-000000000021", "call_settled").EffectID, "ch_21")
+			mustExec(t, db, `SELECT convo.edit_and_resend('c0000000-0000-4000-8000-000000000021', 'a0000000-0000-4000-8000-000000000021', $1)`,
+				textParts("Buy 900 credits."))
+			mustExec(t, db, `SELECT convo.append_message('c0000000-0000-4000-8000-000000000021', 'assistant', $1)`,
+				effToolUses(effBuy("call_awaiting", "buy", 900)))
+			beginReceipt(t, db, "owner-21", "follow-21-0001", "file_followup", `{"ticket": 21}`)
+			mustExec(t, db, `CREATE TABLE public.keys_before_21 AS SELECT tool_call_id, effect_id, idempotency_key, state
+				FROM convo.effect_for_call('c0000000-0000-4000-8000-000000000021', 'call_settled')
+				     CROSS JOIN (VALUES ('call_settled')) v (tool_call_id)
+				UNION ALL SELECT 'call_pending', effect_id, idempotency_key, state
+				FROM convo.effect_for_call('c0000000-0000-4000-8000-000000000021', 'call_pending')`)
+		},
+		after: func(t *testing.T, db *pgxpool.Pool) {
+			const conv = "c0000000-0000-4000-8000-000000000021"
+			settled := queryRow[string](t, db, `SELECT effect_id::text || ' ' || idempotency_key FROM public.keys_before_21 WHERE tool_call_id = 'call_settled'`)
+			pending := queryRow[string](t, db, `SELECT effect_id::text || ' ' || idempotency_key FROM public.keys_before_21 WHERE tool_call_id = 'call_pending'`)
+			requireEqual(t, "the pending effect's key", queryRow[string](t, db, `SELECT effect_id::text || ' ' || idempotency_key
+				FROM convo.effect_for_call($1, 'call_pending')`, conv), pending)
+			// A re-run of the settled call on a branch of its own: the same fork point, tool and arguments.
+			mustExec(t, db, `SELECT convo.regenerate($1, (SELECT message_id FROM convo.tool_effect_calls
+				WHERE conversation_id = $1 AND tool_call_id = 'call_settled'), $2)`,
+				conv, effToolUses(effBuy("call_rerun", "buy", 500)))
+			rerun := effForCall(t, db, conv, "call_rerun")
+			requireEqual(t, "the re-run after 0021", rerun.Decision+" "+rerun.EffectID+" "+rerun.Key, "reuse "+settled)
+			awaiting := effForCall(t, db, conv, "call_awaiting")
+			requireEqual(t, "the effect awaiting confirmation", awaiting.State, "awaiting_confirmation")
+			effConfirm(t, db, conv, awaiting.EffectID, "ops")
+			requireEqual(t, "confirmed", effForCall(t, db, conv, "call_awaiting").State, "pending")
+			r := beginReceipt(t, db, "owner-21", "follow-21-0001", "file_followup", `{"ticket": 21}`)
+			requireEqual(t, "the receipt's repeat", r.Created, false)
+			requireSlice(t, "failed self_check checks", queryRowsAs[string](t, db,
+				`SELECT check_name || ': ' || detail FROM convo.self_check() WHERE NOT ok`), []string{})
+		},
+		down: func(t *testing.T, db *pgxpool.Pool) {
+			requireCount(t, db, 3, `SELECT count(*) FROM convo.tool_effects`)
+			requireCount(t, db, 1, `SELECT count(*) FROM convo.tool_receipts`)
+			requireCount(t, db, 0, `SELECT count(*) FROM pg_tables WHERE schemaname = 'convo_private' AND tablename = 'digest_key'`)
+		},
+	},
 }
 
 // TestMigration0004DownWithBooleanSchemas: a tool registered with a

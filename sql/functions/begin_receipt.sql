@@ -39,7 +39,8 @@ BEGIN
             USING ERRCODE = 'CV011', DETAIL = format('key %s', coalesce(quote_literal(p_idempotency_key), 'NULL'));
     END IF;
     PERFORM convo_private.check_size('p_request', p_request, convo.max_request_bytes());
-    v_digest := encode(sha256(convert_to(p_request::text, 'UTF8')), 'hex');
+    -- Keyed (keyed_digest): the digest outlives an erasure of the request.
+    v_digest := convo_private.keyed_digest(encode(sha256(convert_to(p_request::text, 'UTF8')), 'hex'));
 
     SELECT * INTO v_receipt FROM convo.tool_receipts r
      WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;

@@ -48,13 +48,14 @@ BEGIN
         v_decision := 'rejected';
         v_scope_key := 'rejected:' || encode(sha256(convert_to(NEW.conversation_id || '|' || NEW.tool_call_id, 'UTF8')), 'hex');
     ELSE
-        v_scope_key := v_tool.idempotency_scope || ':' || encode(sha256(convert_to(
+        -- Keyed (keyed_digest): the key outlives an erasure of the input.
+        v_scope_key := v_tool.idempotency_scope || ':' || convo_private.keyed_digest(encode(sha256(convert_to(
             CASE v_tool.idempotency_scope
                 WHEN 'tool_call' THEN NEW.conversation_id || '|' || NEW.tool_call_id
                 WHEN 'conversation_args' THEN NEW.conversation_id || '|' || v_tool.name || '|' || v_input::text
                 WHEN 'fork_args' THEN NEW.conversation_id || '|' || coalesce(v_fork::text, 'conversation')
                                       || '|' || v_tool.name || '|' || v_input::text
-            END, 'UTF8')), 'hex');
+            END, 'UTF8')), 'hex'));
         SELECT * INTO v_effect FROM convo.tool_effects e
          WHERE e.conversation_id = NEW.conversation_id AND e.scope_key = v_scope_key;
         IF FOUND THEN

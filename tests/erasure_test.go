@@ -77,6 +77,12 @@ var erasureColumns = map[string]string{
 	"import_origins.source":          "shape (the format)",
 	"import_origins.node_key":        "id (the source's node id)",
 	"import_origins.node":            "redacted",
+	"imports.owner_id":               "id",
+	"imports.format":                 "shape (the format)",
+	"imports.source_key":             "redacted (a source's own id, or a digest of its content)",
+	"imports.digest":                 "redacted",
+	"imports.imported_by":            "who",
+	"tool_effect_calls.tool_name":    "id (the allowlist's name)",
 }
 
 // contentColumns lists every column of a text-like, jsonb or array type in

@@ -72,16 +72,28 @@ func exportAs(t testing.TB, pool *pgxpool.Pool, owner, conv string) string {
 	return out[0]
 }
 
+// assigned is what a restore assigns anew instead of reading it from the
+// document: the head log's and events' seq (the document's kept beside as
+// source_seq), the import that wrote each row, and the effects' keys
+// (computed under the restoring database's secret, or kept as sent).
+var assigned = []string{"seq", "source_seq", "import_id", "scope_key", "idempotency_key"}
+
 // conversationRows is every row that every package table holds about conv,
 // each as its jsonb text, by table: the tables are found from the catalog
 // (every table of schema convo with a conversation_id column, and the
 // conversation itself), so a table added later is compared too. An
 // erasure's xact names the transaction that recorded it, which is the
 // importing one after an import, and a tool's registration is the
-// database's own: both are left out.
-func conversationRows(t testing.TB, db *pgxpool.Pool, conv string) map[string][]string {
+// database's own: both are left out. With keys to strip (assigned), each
+// row goes without them, and the record of a restore into db (an import
+// record of format pgconvo that no restore carried in) is left out: what a
+// restore adds.
+func conversationRows(t testing.TB, db *pgxpool.Pool, conv string, strip ...string) map[string][]string {
 	t.Helper()
 	mustExec(t, db, `SET TimeZone = 'UTC'`) // each pooled connection prints times the same way
+	if strip == nil {
+		strip = []string{}
+	}
 	tables := queryRowsAs[string](t, db, `
 		SELECT c.relname::text FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
 		 WHERE c.relnamespace = 'convo'::regnamespace AND c.relkind = 'r' AND a.attname = 'conversation_id'
@@ -90,8 +102,9 @@ func conversationRows(t testing.TB, db *pgxpool.Pool, conv string) map[string][]
 	for _, table := range tables {
 		// xact names the recording transaction; live_path's since is when the
 		// derived index last changed here, not part of the history.
-		out[table] = queryRowsAs[string](t, db, fmt.Sprintf(`SELECT (to_jsonb(t) - 'xact' - 'since')::text FROM convo.%s t
-			WHERE conversation_id = $1 ORDER BY 1`, pgx.Identifier{table}.Sanitize()), conv)
+		out[table] = queryRowsAs[string](t, db, fmt.Sprintf(`SELECT (to_jsonb(t) - 'xact' - 'since' - $2::text[])::text FROM convo.%s t
+			WHERE conversation_id = $1 AND NOT (cardinality($2::text[]) > 0 AND to_jsonb(t) @> '{"format": "pgconvo", "import_id": null}')
+			ORDER BY 1`, pgx.Identifier{table}.Sanitize()), conv, strip)
 	}
 	out["conversations"] = queryRowsAs[string](t, db, `SELECT to_jsonb(c)::text FROM convo.conversations c WHERE id = $1`, conv)
 	out["erasure_places"] = queryRowsAs[string](t, db, `SELECT to_jsonb(p)::text FROM convo.erasure_places p
@@ -114,11 +127,64 @@ func requireSameRows(t testing.TB, conv string, want, got map[string][]string) {
 	}
 }
 
+// restoredDoc is an export without what a restore assigns (assigned) and
+// without the record of a restore into the database that exported it, as
+// canonical JSON, to compare an export with what its restore exports.
+func restoredDoc(t testing.TB, doc string) string {
+	t.Helper()
+	return editExport(t, doc, func(x map[string]any) {
+		for key, v := range x {
+			arr, ok := v.([]any)
+			if !ok {
+				continue
+			}
+			var kept []any
+			for _, r := range arr {
+				row := r.(map[string]any)
+				if key == "imports" && row["format"] == "pgconvo" && row["import_id"] == nil {
+					continue
+				}
+				for _, k := range assigned {
+					delete(row, k)
+				}
+				kept = append(kept, row)
+			}
+			x[key] = kept
+		}
+	})
+}
+
+// requireRestoredRows fails unless every row a restore wrote about conv in
+// db names the restore's record (import_id), the record names who restored
+// it (by), and the head log and events keep the document's seq, in order,
+// as source_seq.
+func requireRestoredRows(t testing.TB, db *pgxpool.Pool, conv, by, doc string) {
+	t.Helper()
+	restore := queryRow[string](t, db, `SELECT id::text FROM convo.imports
+		WHERE conversation_id = $1 AND format = 'pgconvo' AND import_id IS NULL`, conv)
+	requireEqual(t, "who restored", queryRow[string](t, db, `SELECT imported_by FROM convo.imports WHERE id = $1`, restore), by)
+	for _, table := range []string{"messages", "conversation_head_log", "generations", "tool_effects", "tool_effect_calls",
+		"tool_effect_events", "erasures"} {
+		requireCount(t, db, 0, `SELECT count(*) FROM convo.`+table+` WHERE conversation_id = $1 AND import_id IS DISTINCT FROM $2`, conv, restore)
+	}
+	x := decodeExport(t, doc)
+	for key, table := range map[string]string{"head_log": "conversation_head_log", "effect_events": "tool_effect_events"} {
+		var want []string
+		for _, r := range rows(x, key) {
+			want = append(want, fmt.Sprint(r["seq"]))
+		}
+		requireSlice(t, "source_seq of "+table+" in seq order", queryRowsAs[string](t, db,
+			`SELECT source_seq::text FROM convo.`+table+` WHERE conversation_id = $1 ORDER BY seq`, conv), want)
+	}
+}
+
 // TestExportRoundTrip: a conversation exported from one database and
-// imported into a fresh one, both by a login member of convo_app naming its
-// owner, is the same rows there (ids, times, reasons, states, sequence
-// numbers), exports to the same text, passes self_check, and goes on:
-// the next head move there is logged after the imported ones.
+// restored into a fresh one by a login member of convo_admin is the same
+// rows there (ids, times, reasons, states, who-columns) but for what the
+// database assigns (seq numbered in the same order, keys under its secret,
+// each row naming the restore), exports to the same document but for
+// those, passes self_check, and goes on: the next head move there is
+// logged after the restored ones.
 func TestExportRoundTrip(t *testing.T) {
 	t.Parallel()
 	src, dst := newDB(t), newDB(t)
@@ -133,14 +199,16 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 
 	doc := exportAs(t, loginAs(t, src, "convo_app"), "owner-1", conv)
+	dba, admin := newRole(t, dst, "LOGIN", "convo_admin")
 	app := loginAs(t, dst, "convo_app")
-	id, err := importAs(app, "owner-1", "conversation", doc)
+	id, err := importAs(admin, "owner-1", "conversation", doc)
 	if err != nil {
 		t.Fatalf("import: %v", err)
 	}
 	requireEqual(t, "imported conversation id", id, conv)
-	requireSameRows(t, conv, want, conversationRows(t, dst, conv))
-	requireEqual(t, "the export of the imported conversation", exportAs(t, app, "owner-1", conv), doc)
+	requireSameRows(t, conv, conversationRows(t, src, conv, assigned...), conversationRows(t, dst, conv, assigned...))
+	requireRestoredRows(t, dst, conv, dba, doc)
+	requireEqual(t, "the export of the imported conversation", restoredDoc(t, exportAs(t, app, "owner-1", conv)), restoredDoc(t, doc))
 	requireSlice(t, "failed self_check checks after the import", queryRowsAs[string](t, dst,
 		`SELECT check_name || ': ' || detail FROM convo.self_check() WHERE NOT ok`), []string{})
 
@@ -173,11 +241,12 @@ func TestExportRoundTripOfAnErasedConversation(t *testing.T) {
 		t.Fatalf("the erasure is not recorded: %v, %v", want["erasures"], want["erasure_places"])
 	}
 	doc := exportAs(t, src, "", conv)
-	if _, err := importAs(loginAs(t, dst, "convo_app"), "owner-1", "conversation", doc); err != nil {
+	if _, err := importAs(loginAs(t, dst, "convo_admin"), "owner-1", "conversation", doc); err != nil {
 		t.Fatalf("import: %v", err)
 	}
-	requireSameRows(t, conv, want, conversationRows(t, dst, conv))
-	requireEqual(t, "the export of the imported conversation", exportAs(t, dst, "", conv), doc)
+	requireSameRows(t, conv, conversationRows(t, src, conv, assigned...), conversationRows(t, dst, conv, assigned...))
+	requireEqual(t, "the export of the imported conversation", restoredDoc(t, exportAs(t, dst, "", conv)), restoredDoc(t, doc))
+	requireEqual(t, "failing checks after the import", failingChecks(t, dst), "")
 }
 
 // TestExportRoundTripOfAnImportedConversation: a ChatGPT conversation
@@ -210,31 +279,34 @@ func TestExportRoundTripOfAnImportedConversation(t *testing.T) {
 	}
 
 	doc := exportAs(t, src, "", conv)
-	app := loginAs(t, dst, "convo_app")
-	if _, err := importAs(app, "owner-1", "conversation", doc); err != nil {
+	if _, err := importAs(loginAs(t, dst, "convo_admin"), "owner-1", "conversation", doc); err != nil {
 		t.Fatalf("import: %v", err)
 	}
-	requireSameRows(t, conv, want, conversationRows(t, dst, conv))
-	requireEqual(t, "the export of the imported conversation", exportAs(t, dst, "", conv), doc)
+	requireSameRows(t, conv, conversationRows(t, src, conv, assigned...), conversationRows(t, dst, conv, assigned...))
+	requireEqual(t, "the export of the imported conversation", restoredDoc(t, exportAs(t, dst, "", conv)), restoredDoc(t, doc))
 	requireEqual(t, "failing checks after the import", failingChecks(t, dst), "")
+	// The ChatGPT import's own record came along, as a row the restore wrote.
+	requireEqual(t, "the carried import record", queryRow[string](t, dst, `SELECT format || ' ' || (import_id IS NOT NULL)
+		FROM convo.imports WHERE conversation_id = $1 AND format <> 'pgconvo'`, conv), "chatgpt true")
 }
 
 // TestImportRepeatAndConflict: the same export again is a no-op returning
-// the id, in the database it came from too; the same id with other content
-// is CV009; both write nothing.
+// the id, in the database it came from too and after the restored
+// conversation went on; the same id with other content is CV009; both
+// write nothing.
 func TestImportRepeatAndConflict(t *testing.T) {
 	t.Parallel()
 	src, dst := newDB(t), newDB(t)
 	exportTools(t, src, dst)
 	conv := exportStory(t, src, "owner-1")
 	doc := exportAs(t, src, "", conv)
-	app := loginAs(t, dst, "convo_app")
+	app := loginAs(t, dst, "convo_admin")
 	if _, err := importAs(app, "owner-1", "conversation", doc); err != nil {
 		t.Fatalf("import: %v", err)
 	}
 	for _, db := range []*pgxpool.Pool{src, dst} {
 		before := fingerprint(t, db)
-		id, err := importAs(loginAs(t, db, "convo_app"), "owner-1", "conversation", doc)
+		id, err := importAs(loginAs(t, db, "convo_admin"), "owner-1", "conversation", doc)
 		if err != nil {
 			t.Fatalf("repeat: %v", err)
 		}
@@ -248,12 +320,21 @@ func TestImportRepeatAndConflict(t *testing.T) {
 	})
 	_, err := importAs(app, "owner-1", "conversation", changed)
 	requireSQLState(t, err, "CV009")
-	// A conversation that went on since its export is other content too.
+	requireFingerprint(t, dst, "the conflicting import", before)
+	// A conversation that went on since its export is other content in
+	// the database it came from; where it was restored, the same document
+	// is still a repeat of that restore (its digest is on record).
+	appendMsg(t, src, conv, "user", textParts("One more thing."))
 	appendMsg(t, dst, conv, "user", textParts("One more thing."))
-	before = fingerprint(t, dst)
-	_, err = importAs(app, "owner-1", "conversation", doc)
+	before = fingerprint(t, src)
+	_, err = importAs(loginAs(t, src, "convo_admin"), "owner-1", "conversation", doc)
 	requireSQLState(t, err, "CV009")
-	requireFingerprint(t, dst, "the conflicting imports", before)
+	requireFingerprint(t, src, "the conflicting import", before)
+	before = fingerprint(t, dst)
+	if id, err := importAs(app, "owner-1", "conversation", doc); err != nil || id != conv {
+		t.Fatalf("the restore again after the conversation went on: %s, %v", id, err)
+	}
+	requireFingerprint(t, dst, "the repeated restore", before)
 }
 
 // editExport decodes an export, lets edit change it, and encodes it again.
@@ -306,7 +387,8 @@ func TestImportRefusesMalformedExports(t *testing.T) {
 	}{
 		{"not an object", `[]`, "CV011"},
 		{"an unknown format", edit(func(x map[string]any) { x["format"] = "other.export" }), "CV011"},
-		{"an unknown version", edit(func(x map[string]any) { x["version"] = 2 }), "CV011"},
+		{"an unknown version", edit(func(x map[string]any) { x["version"] = 3 }), "CV011"},
+		{"version 1", edit(func(x map[string]any) { x["version"] = 1 }), "CV011"},
 		{"no version", edit(func(x map[string]any) { delete(x, "version") }), "CV011"},
 		{"no head log", edit(func(x map[string]any) { delete(x, "head_log") }), "CV011"},
 		{"messages not an array", edit(func(x map[string]any) { x["messages"] = map[string]any{} }), "CV011"},
@@ -364,7 +446,7 @@ func TestImportRefusesMalformedExports(t *testing.T) {
 				"erased_at": "2026-01-01T00:00:00+00:00", "places": []any{}}}
 		}), "CV011"},
 	}
-	app := loginAs(t, dst, "convo_app")
+	app := loginAs(t, dst, "convo_admin")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := fingerprint(t, dst)
@@ -383,9 +465,9 @@ func TestImportRefusesMalformedExports(t *testing.T) {
 }
 
 // TestExportAndImportOwners: export is a read scoped to the owner (another
-// owner's conversation is CV002; convo_reader reads every owner's); import
-// writes only for the owner the transaction names (CV011 otherwise), and
-// is convo_app's, not convo_reader's.
+// owner's conversation is CV002; convo_reader reads every owner's); a
+// restore is convo_admin's, for any owner: a login of convo_app or
+// convo_reader gets 42501, whatever owner it names.
 func TestExportAndImportOwners(t *testing.T) {
 	t.Parallel()
 	src, dst := newDB(t), newDB(t)
@@ -400,16 +482,23 @@ func TestExportAndImportOwners(t *testing.T) {
 	requireSQLState(t, err, "CV002")
 	requireEqual(t, "convo_reader's export", exportAs(t, loginAs(t, src, "convo_reader"), "", conv), doc)
 
-	app := loginAs(t, dst, "convo_app")
 	before := fingerprint(t, dst)
-	for _, owner := range []string{"owner-2", ""} {
-		err := inOwnerTx(app, owner, func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `SELECT convo.import_conversation('owner-1', $1::jsonb)`, doc)
-			return err
-		})
-		requireSQLState(t, err, "CV011")
+	for _, role := range []string{"convo_app", "convo_reader"} {
+		login := loginAs(t, dst, role)
+		for _, owner := range []string{"owner-1", "owner-2", ""} {
+			err := inOwnerTx(login, owner, func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `SELECT convo.import_conversation('owner-1', $1::jsonb)`, doc)
+				return err
+			})
+			requireSQLState(t, err, "42501")
+		}
 	}
-	_, err = importAs(loginAs(t, dst, "convo_reader"), "owner-1", "conversation", doc)
-	requireSQLState(t, err, "42501")
 	requireFingerprint(t, dst, "the refused imports", before)
+	err = inOwnerTx(loginAs(t, dst, "convo_admin"), "", func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT convo.import_conversation('owner-1', $1::jsonb)`, doc)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("a restore by convo_admin naming no owner: %v", err)
+	}
 }

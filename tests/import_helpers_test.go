@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,6 +124,23 @@ func derivedID(text string) string {
 	s := md5.Sum([]byte(text))
 	h := hex.EncodeToString(s[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// importedID is the id an import gives the conversation of source in format
+// for owner: md5 of the jsonb text of the array [format, owner, source]
+// (jsonb writes ", " between elements and escapes as JSON does).
+func importedID(format, owner, source string) string {
+	parts := make([]string, 3)
+	for i, s := range []string{format, owner, source} {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			panic(err)
+		}
+		parts[i] = strings.TrimSuffix(b.String(), "\n")
+	}
+	return derivedID("[" + strings.Join(parts, ", ") + "]")
 }
 
 // srcTree is a sample conversation read as the import reads it.

@@ -76,7 +76,7 @@ func TestImportSamples(t *testing.T) {
 			conv := mustImport(t, web, owner, s.format, doc)
 			src := newSrcTree(t, s.format, s.doc)
 			if src.source != "" {
-				requireEqual(t, "conversation id", conv, derivedID(s.format+":"+owner+":"+src.source))
+				requireEqual(t, "conversation id", conv, importedID(s.format, owner, src.source))
 			}
 			want := expectTree(t, src)
 			requireTree(t, storedTree(t, db, conv), want)
@@ -443,7 +443,7 @@ func TestImportOwnersAndRepeats(t *testing.T) {
 		})
 	}
 	requireEqual(t, "a superuser imports for any owner", queryRow[string](t, db, `SELECT convo.import_openwebui('carol', $1::jsonb)::text`, ow),
-		derivedID("openwebui:carol:sha:"+queryRow[string](t, db, `SELECT md5($1::jsonb::text)`, ow)))
+		importedID("openwebui", "carol", "sha:"+queryRow[string](t, db, `SELECT md5($1::jsonb::text)`, ow)))
 }
 
 // TestImportWritesNoEffects: an import whose tool calls name a registered
@@ -499,7 +499,8 @@ func TestImportErasure(t *testing.T) {
 	got := queryAsOwner(t, admin, "", `SELECT place || '=' || rows_redacted FROM convo.erase_conversation($1, 'asked')`, conv)
 	n := queryRow[int64](t, db, `SELECT count(*) FROM convo.messages WHERE conversation_id = $1`, conv)
 	requireSlice(t, "places", got, []string{"messages=" + fmt.Sprint(n), "message_parts=" + fmt.Sprint(queryRow[int64](t, db,
-		`SELECT count(*) FROM convo.message_parts WHERE conversation_id = $1`, conv)), "conversations=1", "import_origins=" + fmt.Sprint(n)})
+		`SELECT count(*) FROM convo.message_parts WHERE conversation_id = $1`, conv)), "conversations=1", "import_origins=" + fmt.Sprint(n),
+		"imports=1"})
 	queryAsOwner(t, admin, "", `SELECT place FROM convo.erase_owner('alice', 'asked')`)
 	requireSlice(t, "places still holding the marker", markerPlaces(t, db, marker), []string{})
 	requireEqual(t, "origins left", queryRow[int64](t, db, `SELECT count(*) FROM convo.import_origins WHERE conversation_id IN ($1, $2)
@@ -763,7 +764,7 @@ func TestImportLibreChat(t *testing.T) {
 			if other == conv {
 				t.Fatal("two owners got the same conversation")
 			}
-			requireEqual(t, "the second owner's id", other, derivedID("librechat:lc-2:"+src.source))
+			requireEqual(t, "the second owner's id", other, importedID("librechat", "lc-2", src.source))
 			requireTree(t, storedTree(t, db, other), storedTree(t, db, conv))
 			// The same source with other content: CV009, nothing written.
 			changed := cloneJSON(t, doc)

@@ -197,6 +197,39 @@ var boundaryChecks = map[uint]boundaryCheck{
 			requireCount(t, db, 0, `SELECT count(*) FROM pg_tables WHERE schemaname = 'convo_private' AND tablename = 'digest_key'`)
 		},
 	},
+	// 0022 records imports and derives imported ids by a rule no two owners
+	// share. A conversation imported before it, under the old rule, is
+	// recorded from its metadata and its messages name that record; the
+	// same source again is found by owner, format and source key (not by
+	// recomputing the id) and returns the old id, writing nothing. Each
+	// call names its tool version. Going down drops the record (the CLI's
+	// data-loss check would ask for -force-data-loss) and keeps the rest.
+	22: {
+		before: func(t *testing.T, db *pgxpool.Pool) {
+			registerTestTool(t, db, "lookup", false, `{"type": "object"}`)
+			mustExec(t, db, `SELECT convo.import_chatgpt('acme', $1::jsonb)`, tinyChatGPT("42:foo", "Hi."))
+			mustExec(t, db, `SELECT convo.create_conversation('owner-22', NULL, '{}', 'c0000000-0000-4000-8000-000000000022')`)
+			mustExec(t, db, `SELECT convo.append_message('c0000000-0000-4000-8000-000000000022', 'assistant',
+				'[{"type": "tool_use", "id": "call_look", "name": "lookup", "input": {}}]')`)
+		},
+		after: func(t *testing.T, db *pgxpool.Pool) {
+			old := derivedID("chatgpt:acme:42:foo")
+			requireEqual(t, "the record of the import made before", queryRow[string](t, db,
+				`SELECT format || ' ' || source_key FROM convo.imports WHERE conversation_id = $1`, old), "chatgpt 42:foo")
+			requireCount(t, db, 0, `SELECT count(*) FROM convo.messages WHERE conversation_id = $1 AND import_id IS NULL`, old)
+			before := fingerprint(t, db)
+			requireEqual(t, "the same source again", queryRow[string](t, db, `SELECT convo.import_chatgpt('acme', $1::jsonb)::text`,
+				tinyChatGPT("42:foo", "Hi.")), old)
+			requireFingerprint(t, db, "the repeat", before)
+			requireEqual(t, "the replayed call's tool version", queryRow[string](t, db, `SELECT tool_name || ' ' || tool_version
+				FROM convo.tool_effect_calls WHERE tool_call_id = 'call_look'`), "lookup 1")
+			requireEqual(t, "failing checks", failingChecks(t, db), "")
+		},
+		down: func(t *testing.T, db *pgxpool.Pool) {
+			requireCount(t, db, 2, `SELECT count(*) FROM convo.conversations`)
+			requireCount(t, db, 0, `SELECT count(*) FROM pg_tables WHERE schemaname = 'convo' AND tablename = 'imports'`)
+		},
+	},
 }
 
 // TestMigration0004DownWithBooleanSchemas: a tool registered with a

@@ -203,20 +203,25 @@ func sqlBodied(text string) bool {
 }
 
 // previous returns the object's text in the latest migration that holds it:
-// from its "-- name:" opening comment to the next object's, or "". A trigger
-// and its function often share a name, so the text must create the same
-// kind of object.
+// from its "-- name:" opening comment to the next object's, or "". The text
+// must create that very object (a trigger and its function often share a
+// name, and a comment line of another object may begin with the name).
 func previous(ups []string, o object) string {
 	head := regexp.MustCompile(`(?m)^-- ` + regexp.QuoteMeta(o.name) + `: `)
 	next := regexp.MustCompile(`(?m)^\n-- ([a-z0-9_]+: |[A-Z])`)
-	creates := map[string]string{"functions": "FUNCTION", "private": "FUNCTION", "views": "VIEW", "triggers": "TRIGGER"}[o.kind]
+	creates := regexp.MustCompile(map[string]string{
+		"functions": `CREATE OR REPLACE FUNCTION convo\.`,
+		"private":   `CREATE OR REPLACE FUNCTION convo_private\.`,
+		"views":     `CREATE OR REPLACE VIEW convo\.`,
+		"triggers":  `CREATE OR REPLACE TRIGGER `,
+	}[o.kind] + regexp.QuoteMeta(o.name) + `[\s(]`)
 	for i := len(ups) - 1; i >= 0; i-- {
 		for _, loc := range head.FindAllStringIndex(ups[i], -1) {
 			rest := ups[i][loc[0]:]
 			if end := next.FindStringIndex(rest[1:]); end != nil {
 				rest = rest[:end[0]+1]
 			}
-			if strings.Contains(rest, "CREATE OR REPLACE "+creates+" ") {
+			if creates.MatchString(rest) {
 				return strings.TrimSpace(rest)
 			}
 		}

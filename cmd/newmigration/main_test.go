@@ -83,3 +83,15 @@ func TestSQLBodiedFunctionsComeAfterWhatTheyCall(t *testing.T) {
 		t.Fatalf("up order = %s, want c,b_uses_c,a_uses_b", got)
 	}
 }
+
+// TestPreviousIsTheObjectItself: a comment line of another object that
+// begins with the name (a wrapped "-- f: ..." inside g's comment) is not f's
+// previous text; f's own definition, in an older migration, is.
+func TestPreviousIsTheObjectItself(t *testing.T) {
+	older := "-- f: the first why.\nCREATE OR REPLACE FUNCTION convo.f() RETURNS int LANGUAGE sql RETURN 1;\n"
+	newer := "-- g: a comment that wraps onto a line that reads\n-- f: as if it opened f.\nCREATE OR REPLACE FUNCTION convo_private.g() RETURNS int LANGUAGE sql RETURN 2;\n"
+	got := previous([]string{older, newer}, object{"functions", "f", ""})
+	if want := strings.TrimSpace(older); got != want {
+		t.Fatalf("previous = %q, want %q", got, want)
+	}
+}

@@ -1,6 +1,6 @@
 -- export_conversation: everything pgconvo holds about one conversation, as
--- one JSON document that import_conversation reads back identically (the
--- answer to a data-subject access request, too). A read: the caller must see
+-- one JSON document that import_conversation restores (the answer to a
+-- data-subject access request, too). A read: the caller must see
 -- the conversation's owner (CV002 otherwise, as path does).
 CREATE OR REPLACE FUNCTION convo.export_conversation(p_conversation_id uuid)
 RETURNS jsonb
@@ -16,4 +16,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION convo.export_conversation(uuid) IS
-    'Everything stored about one conversation as JSON: {"format": "pgconvo.export", "version": 1, "conversation": its row, "messages": the tree with parts, "head_log", "generations", "tools": the tool versions its effects were checked against, "tool_calls": ledger decisions, "effects", "effect_events", "erasures" (with places), "origins": the source node of each imported message}; each row as its table''s columns, times in UTC. See the README.';
+    'Everything stored about one conversation as JSON: {"format": "pgconvo.export", "version": 2, "conversation": its row, "messages": the tree with parts, "head_log", "generations", "tools": the tool versions its calls and effects were checked against, "tool_calls": ledger decisions, "effects", "effect_events", "erasures" (with places), "origins": the source node of each imported message, "imports": its record of imports}; each row as its table''s columns, times in UTC. See the README.';

@@ -19,6 +19,7 @@ DECLARE
     v_source  text;
     v_id      uuid;
     v_digest  text;
+    v_existing uuid;
     v_where   text;
     v_bad     record;
 BEGIN
@@ -33,8 +34,9 @@ BEGIN
       FROM convo_private.import_key('chatgpt', 'ChatGPT conversation', p_owner_id,
                                     coalesce(convo_private.nonempty_text(p_conversation -> 'conversation_id'),
                                              convo_private.nonempty_text(p_conversation -> 'id')), p_conversation) k;
-    IF convo_private.import_repeat(v_id, p_owner_id, v_digest, v_where) THEN
-        RETURN v_id;
+    v_existing := convo_private.import_repeat(p_owner_id, 'chatgpt', v_source, v_digest, v_where);
+    IF v_existing IS NOT NULL THEN
+        RETURN v_existing;
     END IF;
 
     IF jsonb_typeof(v_mapping) IS DISTINCT FROM 'object' THEN
@@ -88,12 +90,11 @@ BEGIN
                   DETAIL = format('%s, current_node %s', v_where, left(v_current::text, convo_private.max_id_length()));
     END IF;
 
-    RETURN convo_private.import_tree(v_id, p_owner_id, 'chatgpt', v_mapping,
+    RETURN convo_private.import_tree(v_id, p_owner_id, 'chatgpt', v_source, v_digest, v_mapping,
         CASE WHEN jsonb_typeof(v_current) = 'string' THEN v_current #>> '{}' END,
         convo_private.epoch_time(p_conversation -> 'create_time', NULL),
         jsonb_build_object('format', 'chatgpt', 'source_id', v_source, 'title', p_conversation -> 'title',
-                           'conversation', p_conversation - 'mapping', 'requested_head', coalesce(v_current, 'null'),
-                           'digest', v_digest),
+                           'conversation', p_conversation - 'mapping', 'requested_head', coalesce(v_current, 'null')),
         v_where);
 END;
 $$;

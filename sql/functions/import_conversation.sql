@@ -1,19 +1,20 @@
--- import_conversation: reads an export (export_conversation's document) back
--- into this database with the same ids, times, reasons, states and sequence
--- numbers, for p_owner_id, which must be the export's owner and one the
--- session may write for (CV011, as create_conversation). The rows go in
--- through the tables' own triggers, in an order they accept: messages parent
--- first and siblings in order (the tree trigger recomputes depth, sibling
--- position and branch, and the part triggers check every part), generations
--- begin streaming and end, effects walk their event chain one transition at
--- a time through the state machine. Only what those triggers stamp with the
--- present (a message's time, the head log, the event log) or decide anew
--- (ledger decisions) is kept as exported instead, and only while this
--- function's marker row names the conversation (is_import). The result must
--- export back to exactly the input (CV011 otherwise), so nothing is dropped
--- or changed on the way. A repeat is a no-op returning the id; the same id
--- with other content is CV009. Malformed input is CV011 with a DETAIL naming
--- the key or ids, and writes nothing.
+-- import_conversation: restores an export (export_conversation's document,
+-- version 2) into this database: a DBA's operation, convo_admin's, for
+-- moving or restoring a conversation between databases. The document is
+-- accepted only when every row is one the API could have written: its
+-- shape and times (restore_problem) before anything is written, its ledger
+-- (ledger_problems) once the tree is in; anything else is CV011 naming the
+-- key and the row, and nothing is written. Ids, times, reasons, states and
+-- who-columns are kept as data; what the database assigns is assigned anew:
+-- head-log and event seq are numbered here in the document's order (its
+-- numbers kept beside, as source_seq), and a restored effect's scope key is
+-- computed under this database's secret (its idempotency key, which may
+-- have been sent, is kept). The restore is recorded in convo.imports (who:
+-- the caller; when; the document's keyed digest), and every row it writes
+-- names that record (import_id), so a restored row is told from one
+-- written here. The rows go in through the tables' own triggers, in an
+-- order they accept (parents first, effects through their transitions).
+-- A repeat is a no-op returning the id; the id with other content is CV009.
 CREATE OR REPLACE FUNCTION convo.import_conversation(p_owner_id text, p_export jsonb)
 RETURNS uuid
 LANGUAGE plpgsql
@@ -24,10 +25,16 @@ SET IntervalStyle = 'iso_8601'
 AS $$
 DECLARE
     v_keys      constant text[] := ARRAY['format', 'version', 'conversation', 'messages', 'head_log', 'generations',
-                                         'tools', 'tool_calls', 'effects', 'effect_events', 'erasures', 'origins'];
+                                         'tools', 'tool_calls', 'effects', 'effect_events', 'erasures', 'origins',
+                                         'imports'];
+    -- What the database assigns, and so what a restore does not read back as given.
+    v_assigned  constant text[] := ARRAY['seq', 'source_seq', 'import_id', 'scope_key', 'idempotency_key'];
+    v_now       timestamptz := clock_timestamp();
+    v_import    uuid := gen_random_uuid();
     v_key       text;
     v_conv      jsonb;
     v_id        uuid;
+    v_digest    text;
     v_existing  convo.conversations;
     v_problem   text;
     v_steps     int;
@@ -37,17 +44,19 @@ DECLARE
 BEGIN
     PERFORM convo_private.check_import_owner(p_owner_id);
 
-    -- The envelope: format, version, exactly the keys of version 1.
+    -- The envelope: format, version, exactly the keys of version 2.
     IF p_export IS NULL OR jsonb_typeof(p_export) <> 'object' THEN
         RAISE EXCEPTION 'p_export must be a JSON object'
             USING ERRCODE = 'CV011', DETAIL = format('owner %s, p_export %s', p_owner_id, coalesce(jsonb_typeof(p_export), 'NULL'));
     END IF;
-    IF p_export -> 'format' IS DISTINCT FROM '"pgconvo.export"' OR p_export -> 'version' IS DISTINCT FROM '1' THEN
-        RAISE EXCEPTION 'not a pgconvo export of version 1'
+    IF p_export -> 'format' IS DISTINCT FROM '"pgconvo.export"' OR p_export -> 'version' IS DISTINCT FROM '2' THEN
+        RAISE EXCEPTION 'not a pgconvo export of version 2'
             USING ERRCODE = 'CV011',
                   DETAIL = format('owner %s, format %s, version %s', p_owner_id,
                                   coalesce((p_export -> 'format')::text, 'missing'), coalesce((p_export -> 'version')::text, 'missing')),
-                  HINT = 'import_conversation reads what export_conversation writes: {"format": "pgconvo.export", "version": 1, ...}.';
+                  HINT = CASE WHEN p_export -> 'version' = '1'
+                              THEN 'Version 1 exports lack what a restore checks (the tool version of each call): migrate the source database and export again.'
+                              ELSE 'import_conversation reads what export_conversation writes: {"format": "pgconvo.export", "version": 2, ...}.' END;
     END IF;
     FOREACH v_key IN ARRAY v_keys LOOP
         IF NOT p_export ? v_key THEN
@@ -76,111 +85,36 @@ BEGIN
         RAISE EXCEPTION 'the export belongs to another owner'
             USING ERRCODE = 'CV011', DETAIL = format('conversation %s, owner %s', v_id, p_owner_id);
     END IF;
+    v_digest := convo_private.keyed_digest(encode(sha256(convert_to(p_export::text, 'UTF8')), 'hex'));
 
     BEGIN
-        -- A repeat: recognised by the id before any other check. The same
-        -- export (as text) returns the id and writes nothing; anything else
-        -- under that id, another owner's conversation included, is CV009.
-        INSERT INTO convo.conversations (id, owner_id, metadata, created_at)
-        VALUES (v_id, p_owner_id, v_conv -> 'metadata', (v_conv ->> 'created_at')::timestamptz)
-        ON CONFLICT (id) DO NOTHING;
-        IF NOT FOUND THEN
-            SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id FOR NO KEY UPDATE;
-            IF v_existing.owner_id IS DISTINCT FROM p_owner_id
-               OR convo_private.export_of(v_id)::text IS DISTINCT FROM p_export::text THEN
-                RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
-                    USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
+        -- A repeat, recognised by the id before any other check, and read
+        -- without a lock (another owner's row is never locked or waited
+        -- for): the same document restored here before (its digest), or a
+        -- conversation of this database that exports to exactly it, returns
+        -- the id and writes nothing; anything else under that id is CV009.
+        SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id;
+        IF FOUND THEN
+            IF v_existing.owner_id = p_owner_id
+               AND (EXISTS (SELECT 1 FROM convo.imports i
+                             WHERE i.conversation_id = v_id AND i.format = 'pgconvo' AND i.import_id IS NULL
+                               AND i.digest = v_digest)
+                    OR convo_private.export_of(v_id)::text = p_export::text) THEN
+                RETURN v_id;
             END IF;
-            RETURN v_id;
+            RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
+                USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
         END IF;
         IF octet_length((v_conv -> 'metadata')::text) > convo.max_metadata_bytes() THEN
             RAISE EXCEPTION 'conversation metadata is larger than % bytes', convo.max_metadata_bytes()
                 USING ERRCODE = 'CV010', DETAIL = format('conversation %s: %s bytes', v_id, octet_length((v_conv -> 'metadata')::text));
         END IF;
 
-        -- References: every id the export names is in the export, and the
-        -- chains hold, or CV011 naming the first that is not (one pass each).
-        WITH m AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages')),
-             l AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.conversation_head_log, p_export -> 'head_log')),
-             g AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.generations, p_export -> 'generations')),
-             k AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tool_effect_calls, p_export -> 'tool_calls')),
-             e AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tool_effects, p_export -> 'effects')),
-             v AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events')),
-             t AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tools, p_export -> 'tools')),
-             o AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.import_origins, p_export -> 'origins'))
-        SELECT p INTO v_problem FROM (
-            (SELECT format('message %s appears twice', m.id) FROM m GROUP BY m.id HAVING count(*) > 1 LIMIT 1)
-            UNION ALL
-            (SELECT format('message %s has parent %s, which is not in the export', c.id, c.parent_id)
-               FROM m c LEFT JOIN m p ON p.id = c.parent_id
-              WHERE c.parent_id IS NOT NULL AND p.id IS NULL LIMIT 1)
-            UNION ALL
-            (SELECT format('message %s has depth %s under parent %s of depth %s', c.id, c.depth, c.parent_id, p.depth)
-               FROM m c LEFT JOIN m p ON p.id = c.parent_id
-              WHERE c.depth IS DISTINCT FROM CASE WHEN c.parent_id IS NULL THEN 0 ELSE p.depth + 1 END LIMIT 1)
-            UNION ALL
-            (SELECT format('head %s is not in the tree', v_conv ->> 'head_message_id')
-              WHERE v_conv ->> 'head_message_id' IS NOT NULL
-                AND NOT EXISTS (SELECT 1 FROM m WHERE m.id::text = v_conv ->> 'head_message_id'))
-            UNION ALL
-            (SELECT format('head-log row %s names message %s, which is not in the export', l.seq, coalesce(l.head_message_id, l.previous_head_id))
-               FROM l WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.id = l.head_message_id)
-                         OR (l.previous_head_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM m WHERE m.id = l.previous_head_id)) LIMIT 1)
-            UNION ALL
-            (SELECT format('head-log row %s starts at %s, not where the row before ended (%s)', x.seq, coalesce(x.previous_head_id::text, 'none'),
-                           coalesce(x.before::text, 'none'))
-               FROM (SELECT l.seq, l.previous_head_id, lag(l.head_message_id) OVER (ORDER BY l.seq) AS before FROM l) x
-              WHERE x.previous_head_id IS DISTINCT FROM x.before LIMIT 1)
-            UNION ALL
-            (SELECT format('the head log ends at %s, the head is %s', coalesce(x.head_message_id::text, 'none'),
-                           coalesce(v_conv ->> 'head_message_id', 'none'))
-               FROM (SELECT (SELECT l.head_message_id FROM l ORDER BY l.seq DESC LIMIT 1) AS head_message_id) x
-              WHERE x.head_message_id::text IS DISTINCT FROM v_conv ->> 'head_message_id')
-            UNION ALL
-            (SELECT format('generation %s names message %s, which is not in the export', g.id,
-                           coalesce(g.prompt_message_id, g.head_at_begin, g.message_id))
-               FROM g WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.id = g.prompt_message_id)
-                         OR (g.head_at_begin IS NOT NULL AND NOT EXISTS (SELECT 1 FROM m WHERE m.id = g.head_at_begin))
-                         OR (g.message_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM m WHERE m.id = g.message_id)) LIMIT 1)
-            UNION ALL
-            (SELECT format('tool call %s names message %s, which is not in the export', k.tool_call_id, coalesce(k.message_id, k.fork_point_id))
-               FROM k WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.id = k.message_id)
-                         OR (k.fork_point_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM m WHERE m.id = k.fork_point_id)) LIMIT 1)
-            UNION ALL
-            (SELECT format('tool call %s names effect %s, which is not in the export', k.tool_call_id, k.effect_id)
-               FROM k WHERE k.effect_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM e WHERE e.id = k.effect_id) LIMIT 1)
-            UNION ALL
-            (SELECT format('effect %s repeats effect %s, which is not in the export', e.id, e.repeats_effect_id)
-               FROM e WHERE e.repeats_effect_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM e r WHERE r.id = e.repeats_effect_id) LIMIT 1)
-            UNION ALL
-            (SELECT format('effect %s names tool %s version %s, which is not in the export', e.id, e.tool_name, e.tool_version)
-               FROM e WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.name = e.tool_name AND t.version = e.tool_version) LIMIT 1)
-            UNION ALL
-            (SELECT format('erasure %s names owner %s', r.id, r.owner_id)
-               FROM jsonb_populate_recordset(NULL::convo.erasures, p_export -> 'erasures') r
-              WHERE r.owner_id IS DISTINCT FROM p_owner_id LIMIT 1)
-            UNION ALL
-            (SELECT format('origin of message %s: the message is not in the export', o.message_id)
-               FROM o WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.id = o.message_id) LIMIT 1)
-            UNION ALL
-            (SELECT format('message %s has two origins', o.message_id) FROM o GROUP BY o.message_id HAVING count(*) > 1 LIMIT 1)
-            UNION ALL
-            (SELECT format('event %s names effect %s, which is not in the export', v.seq, v.effect_id)
-               FROM v WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.id = v.effect_id) LIMIT 1)
-            UNION ALL
-            (SELECT format('event %s of effect %s goes from %s, not from %s', x.seq, x.effect_id, x.from_state, x.before)
-               FROM (SELECT v.seq, v.effect_id, v.from_state,
-                            coalesce(lag(v.to_state) OVER (PARTITION BY v.effect_id ORDER BY v.seq), 'requested') AS before FROM v) x
-              WHERE x.from_state IS DISTINCT FROM x.before LIMIT 1)
-            UNION ALL
-            (SELECT format('effect %s is %s, its last event says %s', e.id, e.state, coalesce(x.to_state, 'nothing'))
-               FROM e LEFT JOIN (SELECT DISTINCT ON (v.effect_id) v.effect_id, v.to_state FROM v ORDER BY v.effect_id, v.seq DESC) x
-                 ON x.effect_id = e.id
-              WHERE x.to_state IS DISTINCT FROM e.state LIMIT 1)
-        ) AS problems (p)
-        LIMIT 1;
+        -- A history this database could have written, or CV011 naming the
+        -- first row that is not (restore_problem), before anything is written.
+        v_problem := convo_private.restore_problem(p_owner_id, p_export, v_now);
         IF v_problem IS NOT NULL THEN
-            RAISE EXCEPTION 'the export is not consistent: %', v_problem
+            RAISE EXCEPTION 'the export is not a history the API could have written: %', v_problem
                 USING ERRCODE = 'CV011', DETAIL = format('conversation %s, %s', v_id, v_problem);
         END IF;
         -- The tool versions its effects were checked against are this
@@ -197,6 +131,21 @@ BEGIN
                       HINT = 'Register the tool versions the export lists (convo.register_tool) before importing.';
         END IF;
 
+        INSERT INTO convo.conversations (id, owner_id, metadata, created_at)
+        VALUES (v_id, p_owner_id, v_conv -> 'metadata', (v_conv ->> 'created_at')::timestamptz)
+        ON CONFLICT (id) DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'conversation id % was taken meanwhile', v_id
+                USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
+        END IF;
+        -- The restore's record, and the document's own records of imports,
+        -- kept as restored rows.
+        INSERT INTO convo.imports (conversation_id, id, owner_id, format, source_key, digest)
+        VALUES (v_id, v_import, p_owner_id, 'pgconvo', NULL, v_digest);
+        INSERT INTO convo.imports (conversation_id, id, owner_id, format, source_key, digest, imported_by, imported_at, import_id)
+        SELECT v_id, i.id, i.owner_id, i.format, i.source_key, i.digest, i.imported_by, i.imported_at, v_import
+          FROM jsonb_populate_recordset(NULL::convo.imports, p_export -> 'imports') i;
+
         -- From here the triggers keep the exported stamps (is_import).
         INSERT INTO convo_private.importing (conversation_id) VALUES (v_id);
         PERFORM set_config('convo.importing', v_id::text, true);
@@ -207,22 +156,25 @@ BEGIN
         SELECT v_id, o.message_id, o.source, o.node_key, o.node
           FROM jsonb_populate_recordset(NULL::convo.import_origins, p_export -> 'origins') o;
 
-        INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts, created_at)
-        SELECT v_id, m.id, m.parent_id, m.role, m.branch_reason, m.parts, m.created_at
+        INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts, created_at, import_id)
+        SELECT v_id, m.id, m.parent_id, m.role, m.branch_reason, m.parts, m.created_at, v_import
           FROM jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m
          ORDER BY m.depth, m.sibling_index;
 
-        INSERT INTO convo.conversation_head_log OVERRIDING SYSTEM VALUE
-        SELECT r.* FROM jsonb_array_elements(p_export -> 'head_log') j (elem),
-               LATERAL jsonb_populate_record(NULL::convo.conversation_head_log,
-                                             j.elem || jsonb_build_object('conversation_id', v_id)) r;
+        -- The head log, numbered here in the document's order.
+        INSERT INTO convo.conversation_head_log
+            (conversation_id, head_message_id, previous_head_id, moved_at, moved_by, reason, source_seq, import_id)
+        SELECT v_id, l.head_message_id, l.previous_head_id, l.moved_at, l.moved_by, l.reason, l.seq, v_import
+          FROM jsonb_populate_recordset(NULL::convo.conversation_head_log, p_export -> 'head_log') l
+         ORDER BY l.seq;
         UPDATE convo.conversations c SET head_message_id = (v_conv ->> 'head_message_id')::uuid
          WHERE c.id = v_id AND v_conv ->> 'head_message_id' IS NOT NULL;
 
         -- Generations begin streaming, then end as they did.
         INSERT INTO convo.generations (conversation_id, id, prompt_message_id, head_at_begin, model, params,
-                                       request_digest, state, started_at)
-        SELECT v_id, g.id, g.prompt_message_id, g.head_at_begin, g.model, g.params, g.request_digest, 'streaming', g.started_at
+                                       request_digest, state, started_at, import_id)
+        SELECT v_id, g.id, g.prompt_message_id, g.head_at_begin, g.model, g.params, g.request_digest, 'streaming', g.started_at,
+               v_import
           FROM jsonb_populate_recordset(NULL::convo.generations, p_export -> 'generations') g;
         UPDATE convo.generations x
            SET state = g.state, message_id = g.message_id, usage = g.usage, finish_reason = g.finish_reason,
@@ -234,10 +186,25 @@ BEGIN
         -- transition sets still unset (a confirmed re-run under its scope
         -- key), then take each later event as an UPDATE that the state
         -- machine checks (tool_effects_transition), in the order of
-        -- requested_at, so that a re-run follows the effect it repeats.
+        -- requested_at, so that a re-run follows the effect it repeats. The
+        -- scope key is computed here (scope_key, this database's secret)
+        -- from the creating call's input, unless erasure left none; the
+        -- idempotency key is the document's, which may have been sent,
+        -- except where nothing was sent (awaiting confirmation, rejected),
+        -- where it is the scope key.
         INSERT INTO convo.tool_effects
         SELECT r.*
           FROM jsonb_array_elements(p_export -> 'effects') j (elem)
+          LEFT JOIN (SELECT k.effect_id, k.decision,
+                            convo_private.scope_key(CASE WHEN k.decision = 'rejected' THEN 'rejected' ELSE t.idempotency_scope END,
+                                                    v_id, k.tool_call_id, k.fork_point_id, k.tool_name, m.parts -> k.ordinal -> 'input')
+                                AS scope_key
+                       FROM jsonb_populate_recordset(NULL::convo.tool_effect_calls, p_export -> 'tool_calls') k
+                       JOIN jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m ON m.id = k.message_id
+                       JOIN convo.tools t ON t.name = k.tool_name AND t.version = k.tool_version
+                      WHERE k.decision IN ('execute', 'confirm', 'rejected')
+                        AND (m.parts -> k.ordinal)::text <> convo_private.redact_part(m.parts -> k.ordinal)::text) q
+            ON q.effect_id::text = j.elem ->> 'id'
           LEFT JOIN (SELECT v.effect_id,
                             (array_agg(v.to_state ORDER BY v.seq))[1] AS first_state,
                             array_agg(c.col) FILTER (WHERE c.col IS NOT NULL) AS later
@@ -247,11 +214,14 @@ BEGIN
                        LEFT JOIN LATERAL unnest(tr.changes) c (col) ON true
                       GROUP BY v.effect_id) s ON s.effect_id::text = j.elem ->> 'id'
           CROSS JOIN LATERAL jsonb_populate_record(NULL::convo.tool_effects,
-              j.elem || jsonb_build_object('conversation_id', v_id, 'state', s.first_state)
-                    || coalesce((SELECT jsonb_object_agg(u.col, CASE WHEN u.col = 'idempotency_key' THEN j.elem -> 'scope_key'
-                                                                     WHEN u.col = 'deadline_at' THEN j.elem -> 'deadline_at'
+              j.elem || jsonb_build_object('conversation_id', v_id, 'state', s.first_state, 'import_id', v_import,
+                                           'scope_key', coalesce(to_jsonb(q.scope_key), j.elem -> 'scope_key'))
+                    || CASE WHEN s.first_state = 'awaiting_confirmation' OR q.decision = 'rejected'
+                            THEN jsonb_build_object('idempotency_key', coalesce(to_jsonb(q.scope_key), j.elem -> 'scope_key'))
+                            ELSE '{}' END
+                    || coalesce((SELECT jsonb_object_agg(u.col, CASE WHEN u.col = 'deadline_at' THEN j.elem -> 'deadline_at'
                                                                      ELSE 'null' END)
-                                   FROM unnest(s.later) u (col)), '{}')) r
+                                   FROM unnest(s.later) u (col) WHERE u.col <> 'idempotency_key'), '{}')) r
          ORDER BY r.requested_at, r.id;
         SELECT max(n) INTO v_steps
           FROM (SELECT count(*) AS n FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events') v
@@ -281,15 +251,17 @@ BEGIN
         INSERT INTO convo.tool_effect_calls
         SELECT r.* FROM jsonb_array_elements(p_export -> 'tool_calls') j (elem),
                LATERAL jsonb_populate_record(NULL::convo.tool_effect_calls,
-                                             j.elem || jsonb_build_object('conversation_id', v_id)) r;
-        INSERT INTO convo.tool_effect_events OVERRIDING SYSTEM VALUE
-        SELECT r.* FROM jsonb_array_elements(p_export -> 'effect_events') j (elem),
-               LATERAL jsonb_populate_record(NULL::convo.tool_effect_events,
-                                             j.elem || jsonb_build_object('conversation_id', v_id)) r;
+                                             j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import)) r;
+        -- The event log, numbered here in the document's order.
+        INSERT INTO convo.tool_effect_events
+            (conversation_id, effect_id, from_state, to_state, actor, evidence, at, source_seq, import_id)
+        SELECT v_id, v.effect_id, v.from_state, v.to_state, v.actor, v.evidence, v.at, v.seq, v_import
+          FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events') v
+         ORDER BY v.seq;
 
         -- The record of earlier erasures, recorded by this transaction.
-        INSERT INTO convo.erasures (owner_id, id, conversation_id, reason, erased_by, erased_at)
-        SELECT r.owner_id, r.id, v_id, r.reason, r.erased_by, r.erased_at
+        INSERT INTO convo.erasures (owner_id, id, conversation_id, reason, erased_by, erased_at, import_id)
+        SELECT r.owner_id, r.id, v_id, r.reason, r.erased_by, r.erased_at, v_import
           FROM jsonb_populate_recordset(NULL::convo.erasures, p_export -> 'erasures') r;
         INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted)
         SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted
@@ -299,10 +271,32 @@ BEGIN
         DELETE FROM convo_private.importing i WHERE i.conversation_id = v_id AND i.xact = pg_current_xact_id();
         PERFORM set_config('convo.importing', '', true);
 
-        -- What is stored exports back to exactly the input: no key ignored,
-        -- no value changed (a derived column, a time, a number's text).
-        SELECT k INTO v_key FROM (SELECT convo_private.export_of(v_id) AS stored) s, unnest(v_keys) k
-         WHERE (s.stored -> k)::text IS DISTINCT FROM (p_export -> k)::text
+        -- The ledger is one the API could have written (ledger_problems):
+        -- decisions that follow from the tool versions, links within a
+        -- scope, amounts from the arguments.
+        SELECT p.row_name || ': ' || p.problem INTO v_problem FROM convo_private.ledger_problems(v_id) p
+         ORDER BY p.row_name, p.problem LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'the export is not a history the API could have written: %', v_problem
+                USING ERRCODE = 'CV011', DETAIL = format('conversation %s, %s', v_id, v_problem);
+        END IF;
+
+        -- What is stored exports back to the input but for what the
+        -- database assigned (v_assigned; an idempotency key is kept or is
+        -- the new scope key, as above) and the restore's own record: no key
+        -- ignored, no value changed (a derived column, a time, a number's
+        -- text).
+        SELECT k INTO v_key
+          FROM (SELECT convo_private.export_of(v_id) AS stored) s, unnest(v_keys) k
+         WHERE (SELECT coalesce(jsonb_agg(r.elem - v_assigned ORDER BY r.n), '[]')
+                  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(s.stored -> k) = 'array' THEN s.stored -> k END)
+                       WITH ORDINALITY r (elem, n)
+                 WHERE NOT (k = 'imports' AND r.elem ->> 'id' = v_import::text))::text
+               IS DISTINCT FROM
+               (SELECT coalesce(jsonb_agg(r.elem - v_assigned ORDER BY r.n), '[]')
+                  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_export -> k) = 'array' THEN p_export -> k END)
+                       WITH ORDINALITY r (elem, n))::text
+            OR (jsonb_typeof(p_export -> k) <> 'array' AND (s.stored -> k)::text IS DISTINCT FROM (p_export -> k)::text)
          ORDER BY array_position(v_keys, k) LIMIT 1;
         IF FOUND THEN
             RAISE EXCEPTION 'the export does not read back identically: its "%" differs from what it stores', v_key
@@ -318,13 +312,9 @@ BEGIN
                                       coalesce(nullif(v_table, ''), 'none'), coalesce(nullif(v_constraint, ''), 'none'));
     END;
 
-    PERFORM convo_private.advance_identity('convo.conversation_head_log', 'seq',
-                                           (SELECT max(l.seq) FROM convo.conversation_head_log l WHERE l.conversation_id = v_id));
-    PERFORM convo_private.advance_identity('convo.tool_effect_events', 'seq',
-                                           (SELECT max(v.seq) FROM convo.tool_effect_events v WHERE v.conversation_id = v_id));
     RETURN v_id;
 END;
 $$;
 
 COMMENT ON FUNCTION convo.import_conversation(text, jsonb) IS
-    'Reads an export_conversation document back for its owner, with the same ids, times, reasons, states and sequence numbers; a repeat returns the id, other content under the id is CV009, malformed input CV011.';
+    'Restores an export_conversation document for its owner (convo_admin): only a history the API could have written (CV011 otherwise), seq numbered here, recorded in convo.imports and marked on every row; a repeat returns the id, other content under the id is CV009.';

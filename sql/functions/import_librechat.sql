@@ -21,6 +21,7 @@ DECLARE
     v_source    text;
     v_id        uuid;
     v_digest    text;
+    v_existing  uuid;
     v_where     text;
     v_bad       text[];
     v_nodes     jsonb;
@@ -36,8 +37,9 @@ BEGIN
     SELECT k.source, k.conversation_id, k.place, k.digest INTO v_source, v_id, v_where, v_digest
       FROM convo_private.import_key('librechat', 'LibreChat conversation', p_owner_id,
                                     convo_private.nonempty_text(p_conversation -> 'conversationId'), p_conversation) k;
-    IF convo_private.import_repeat(v_id, p_owner_id, v_digest, v_where) THEN
-        RETURN v_id;
+    v_existing := convo_private.import_repeat(p_owner_id, 'librechat', v_source, v_digest, v_where);
+    IF v_existing IS NOT NULL THEN
+        RETURN v_existing;
     END IF;
 
     IF jsonb_typeof(v_messages) IS DISTINCT FROM 'array' THEN
@@ -102,10 +104,9 @@ BEGIN
             USING ERRCODE = 'CV011', DETAIL = format('%s, message %s', v_where, v_bad[1]);
     END IF;
 
-    RETURN convo_private.import_tree(v_id, p_owner_id, 'librechat', v_nodes, NULL, v_time,
+    RETURN convo_private.import_tree(v_id, p_owner_id, 'librechat', v_source, v_digest, v_nodes, NULL, v_time,
         jsonb_build_object('format', 'librechat', 'source_id', v_source, 'title', p_conversation -> 'title',
-                           'conversation', p_conversation - 'messages', 'requested_head', 'null'::jsonb,
-                           'digest', v_digest),
+                           'conversation', p_conversation - 'messages', 'requested_head', 'null'::jsonb),
         v_where);
 END;
 $$;

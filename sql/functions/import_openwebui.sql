@@ -19,6 +19,7 @@ DECLARE
     v_source   text;
     v_id       uuid;
     v_digest   text;
+    v_existing uuid;
     v_where    text;
     v_bad      record;
 BEGIN
@@ -40,8 +41,9 @@ BEGIN
       FROM convo_private.import_key('openwebui', 'Open WebUI chat', p_owner_id,
                                     coalesce(convo_private.nonempty_text(v_row -> 'id'),
                                              convo_private.nonempty_text(v_chat -> 'id')), p_chat) k;
-    IF convo_private.import_repeat(v_id, p_owner_id, v_digest, v_where) THEN
-        RETURN v_id;
+    v_existing := convo_private.import_repeat(p_owner_id, 'openwebui', v_source, v_digest, v_where);
+    IF v_existing IS NOT NULL THEN
+        RETURN v_existing;
     END IF;
 
     IF jsonb_typeof(v_messages) IS DISTINCT FROM 'object' THEN
@@ -85,13 +87,13 @@ BEGIN
                   DETAIL = format('%s, currentId %s', v_where, left(v_current::text, convo_private.max_id_length()));
     END IF;
 
-    RETURN convo_private.import_tree(v_id, p_owner_id, 'openwebui', v_messages,
+    RETURN convo_private.import_tree(v_id, p_owner_id, 'openwebui', v_source, v_digest, v_messages,
         CASE WHEN jsonb_typeof(v_current) = 'string' THEN v_current #>> '{}' END,
         coalesce(convo_private.epoch_time(v_row -> 'created_at', 1e11), convo_private.epoch_time(v_chat -> 'timestamp', 1e11)),
         jsonb_build_object('format', 'openwebui', 'source_id', v_source,
                            'title', coalesce(nullif(v_row -> 'title', 'null'), v_chat -> 'title'),
                            'chat', v_chat - 'history' - 'messages', 'row', v_row - 'chat',
-                           'requested_head', coalesce(v_current, 'null'), 'digest', v_digest),
+                           'requested_head', coalesce(v_current, 'null')),
         v_where);
 END;
 $$;

@@ -101,6 +101,16 @@ BEGIN
     RETURN QUERY SELECT 'effects_linked', v_bad IS NULL,
                         coalesce(array_to_string(v_bad[1:10], '; '), 'every effect and link is consistent');
 
+    -- Every ledger row is one the API could have written (ledger_problems):
+    -- decisions that follow from the tool version, links within a scope,
+    -- effects that their creating call explains. Written by hand past the
+    -- API (a superuser, an import of old), a row shows here.
+    SELECT array_agg(x.d ORDER BY x.d) INTO v_bad FROM (
+        SELECT 'conversation ' || p.conversation_id || ', ' || p.row_name || ': ' || p.problem AS d
+          FROM convo_private.ledger_problems(NULL) p) x;
+    RETURN QUERY SELECT 'ledger_as_written', v_bad IS NULL,
+                        coalesce(array_to_string(v_bad[1:10], '; '), 'every decision, link and effect is one the API writes');
+
     -- Every effect's events form one chain from 'requested' to its state, and
     -- every CHECK that ties a state to its columns is in force (validated).
     SELECT array_agg(x.id ORDER BY x.id) INTO v_bad FROM (
@@ -132,7 +142,7 @@ BEGIN
       FROM unnest(ARRAY['conversations', 'messages', 'message_parts', 'conversation_head_log', 'generations',
                         'tool_effects', 'tool_effect_calls', 'tool_effect_events', 'tool_receipts',
                         'erasures', 'erasure_places', 'live_path',
-                        'import_origins']) AS t (name)
+                        'import_origins', 'imports']) AS t (name)
       LEFT JOIN pg_class c ON c.oid = to_regclass('convo.' || t.name)
      WHERE c.relrowsecurity IS NOT TRUE;
     RETURN QUERY SELECT 'row_level_security', v_bad IS NULL,

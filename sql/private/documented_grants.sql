@@ -2,7 +2,7 @@
 -- "Security" section in rows): USAGE on schema convo for the three roles;
 -- EXECUTE on the application's functions for convo_app, on the read-only
 -- ones and self_check for convo_reader, on the DBA's (the allowlist, the
--- sweeps, erasure) for convo_admin, a member of both; SELECT on the views
+-- sweeps, erasure, restoring an export) for convo_admin, a member of both; SELECT on the views
 -- for convo_app, on every table and view for convo_reader. Nothing for
 -- PUBLIC, nothing at all on convo_private. A function added later is nobody's until it is listed here.
 -- apply_grants makes the catalog say exactly this; self_check compares.
@@ -27,14 +27,15 @@ BEGIN ATOMIC
                                        'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
                                        'max_ref_length', 'request_messages', 'request_digest',
                                        'import_chatgpt', 'import_openwebui', 'import_librechat',
-                                       'export_conversation', 'import_conversation']),
+                                       'export_conversation']),
                    ('convo_reader', ARRAY['path', 'path_at', 'head_at', 'head_history', 'alternatives',
                                           'effect_for_call', 'args_errors', 'generation_stale_after', 'self_check',
                                           'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',
                                           'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
                                           'max_ref_length', 'request_messages', 'request_digest',
                                           'export_conversation']),
-                   ('convo_admin', ARRAY['register_tool', 'expire_receipts', 'erase_conversation', 'erase_owner'])) AS g (grantee, names)
+                   ('convo_admin', ARRAY['register_tool', 'expire_receipts', 'erase_conversation', 'erase_owner',
+                                         'import_conversation'])) AS g (grantee, names)
         ON p.proname = ANY (g.names)
      WHERE p.pronamespace = 'convo'::regnamespace
     UNION ALL

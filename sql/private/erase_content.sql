@@ -29,6 +29,7 @@ BEGIN
             ('tool_effects', 'arguments', 'conversation_id'),
             ('tool_effect_events', 'evidence', 'conversation_id'),
             ('import_origins', 'node', 'conversation_id'),
+            ('imports', 'source_key, digest', 'conversation_id'),
             ('tool_receipts', 'request, arguments, expected', 'owner_id')) AS p (tab, cols, key)
          WHERE (p.tab = 'tool_receipts') = (p_conversation_id IS NULL)
     LOOP

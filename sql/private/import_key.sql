@@ -1,8 +1,13 @@
--- import_key: the one rule for an import's ids (import-mapping.md §4.2, §5):
--- the source id (the export's own, else 'sha:' and the md5 of the JSON), the
--- conversation id md5(kind || ':' || owner || ':' || source), where to say
--- the import was going in a DETAIL (p_label names the source's kind), and
--- the digest of the source text that tells a repeat (import_repeat).
+-- import_key: the one rule for an import's ids (the README's "Importing
+-- history", Ids): the source key (the export's own id, else 'sha:' and the
+-- md5 of the JSON), the conversation id md5 of the jsonb array (format,
+-- owner, source key), whose text no other (owner, source key) pair shares
+-- (a plain 'format:owner:key' let owner 'acme' with source '42:foo' take
+-- the id of owner 'acme:42' with source 'foo'), where to say the import was
+-- going in a DETAIL (p_label names the format), and the keyed digest of the
+-- source text that tells a repeat (import_repeat). A repeat is found by
+-- owner, format and source key, never by recomputing the id: ids given
+-- under the earlier rule stay valid.
 CREATE OR REPLACE FUNCTION convo_private.import_key(
     p_kind     text,
     p_label    text,
@@ -13,12 +18,14 @@ CREATE OR REPLACE FUNCTION convo_private.import_key(
     OUT conversation_id uuid,
     OUT place           text,
     OUT digest          text)
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
-BEGIN ATOMIC
-    SELECT k.source, k.id,
-           format('%s %s of owner %s, conversation %s', p_label, k.source, p_owner_id, k.id),
-           encode(sha256(convert_to(p_doc::text, 'UTF8')), 'hex')
-      FROM (SELECT s.source, md5(p_kind || ':' || p_owner_id || ':' || s.source)::uuid AS id
-              FROM (SELECT coalesce(p_source, 'sha:' || md5(p_doc::text)) AS source) s) k;
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    source := coalesce(p_source, 'sha:' || md5(p_doc::text));
+    conversation_id := md5(jsonb_build_array(p_kind, p_owner_id, source)::text)::uuid;
+    place := format('%s %s of owner %s, conversation %s', p_label, source, p_owner_id, conversation_id);
+    digest := convo_private.keyed_digest(encode(sha256(convert_to(p_doc::text, 'UTF8')), 'hex'));
 END;
+$$;

@@ -1,26 +1,35 @@
--- import_repeat: whether an import's conversation id is already taken:
--- false if not; true if by this very import (same owner, and the same
--- source text, by its digest in metadata.import): a repeat, which writes
--- nothing; CV009 if by anything else (the same source with other content,
--- a later export of a conversation that went on, or an erased one). Locks
--- the row as every writer does.
-CREATE OR REPLACE FUNCTION convo_private.import_repeat(p_conversation_id uuid, p_owner_id text, p_digest text, p_where text)
-RETURNS boolean
+-- import_repeat: the conversation an import from another product made
+-- before for this owner from the same source (by owner, format and source
+-- key in convo.imports, so ids given under an earlier rule are found too,
+-- and no other owner's row is read or locked), or NULL for a new one. The
+-- same source text (its keyed digest) is a repeat, which writes nothing;
+-- other content is CV009, naming the source key and the way out.
+CREATE OR REPLACE FUNCTION convo_private.import_repeat(
+    p_owner_id   text,
+    p_format     text,
+    p_source_key text,
+    p_digest     text,
+    p_where      text)
+RETURNS uuid
 LANGUAGE plpgsql
+STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_existing convo.conversations;
+    v_import convo.imports;
 BEGIN
-    SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = p_conversation_id FOR NO KEY UPDATE;
+    SELECT * INTO v_import FROM convo.imports i
+     WHERE i.owner_id = p_owner_id AND i.format = p_format AND i.source_key = p_source_key;
     IF NOT FOUND THEN
-        RETURN false;
+        RETURN NULL;
     END IF;
-    IF v_existing.owner_id = p_owner_id AND v_existing.metadata -> 'import' ->> 'digest' = p_digest THEN
-        RETURN true;
+    IF v_import.digest = p_digest THEN
+        RETURN v_import.conversation_id;
     END IF;
-    RAISE EXCEPTION 'conversation % was imported before from the same source with other content', p_conversation_id
-        USING ERRCODE = 'CV009', DETAIL = p_where,
-              HINT = 'An import is not merged into an earlier one: the source changed since it was imported.';
+    RAISE EXCEPTION 'source % was imported before for owner % with other content', p_source_key, p_owner_id
+        USING ERRCODE = 'CV009',
+              DETAIL = format('%s; imported before as conversation %s', p_where, v_import.conversation_id),
+              HINT = 'The file is a later export of the same chat, which is not merged into the earlier import; '
+                     'import it under another owner to keep both.';
 END;
 $$;

@@ -8,11 +8,16 @@
 -- the nearest imported node at or above p_current, else the latest leaf;
 -- each message's source node is kept in import_origins. Caps are checked
 -- first (CV010 naming the node); no ledger row, receipt or generation is
--- written. Every step is a pass or a hash join over the nodes: linear.
+-- written. The import is recorded in convo.imports (owner, format, source
+-- key, keyed digest, who, when), and every row it writes, the head-log row
+-- 'import' included, names that record (import_id). Every step is a pass
+-- or a hash join over the nodes: linear.
 CREATE OR REPLACE FUNCTION convo_private.import_tree(
     p_conversation_id uuid,
     p_owner_id        text,
     p_source          text,
+    p_source_key      text,
+    p_digest          text,
     p_mapping         jsonb,
     p_current         text,
     p_conv_time       timestamptz,
@@ -24,6 +29,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_now        timestamptz := clock_timestamp();
+    v_import     uuid := gen_random_uuid();
+    v_existing   uuid;
     v_keys       text[];
     v_parent     int[];
     v_imported   boolean[];
@@ -165,30 +172,43 @@ BEGIN
             coalesce(p_conv_time, (SELECT min(a) FROM unnest(m_at) AS a), v_now))
     ON CONFLICT (id) DO NOTHING;
     IF NOT FOUND THEN
-        -- The same import committed by another session meanwhile.
-        PERFORM convo_private.import_repeat(p_conversation_id, p_owner_id, p_metadata ->> 'digest', p_where);
-        RETURN p_conversation_id;
+        -- The same import committed by another session meanwhile (a repeat,
+        -- or CV009), or an earlier import of this source that erasure has
+        -- left without its source key.
+        v_existing := convo_private.import_repeat(p_owner_id, p_source, p_source_key, p_digest, p_where);
+        IF v_existing IS NOT NULL THEN
+            RETURN v_existing;
+        END IF;
+        RAISE EXCEPTION 'conversation % was imported before from this source and erased', p_conversation_id
+            USING ERRCODE = 'CV009', DETAIL = p_where,
+                  HINT = 'An erased import is not imported again under its id; import it under another owner.';
     END IF;
+    INSERT INTO convo.imports (conversation_id, id, owner_id, format, source_key, digest)
+    VALUES (p_conversation_id, v_import, p_owner_id, p_source, p_source_key, p_digest);
 
     -- While the import's marker row names the conversation (is_import, as
     -- for import_conversation), messages_fill_tree keeps the messages' times
     -- and record_tool_call writes no ledger row. Origins (their foreign key
     -- is deferred), then the messages, parents before children, siblings in
-    -- order; the head moves after the marker is gone, logged as any move.
+    -- order, then the head.
     INSERT INTO convo_private.importing (conversation_id) VALUES (p_conversation_id);
     PERFORM set_config('convo.importing', p_conversation_id::text, true);
     INSERT INTO convo.import_origins (conversation_id, message_id, source, node_key, node)
     SELECT p_conversation_id, x.id, p_source, x.key, x.node
       FROM unnest(m_id, m_key, m_node) AS x (id, key, node);
-    INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts, created_at)
-    SELECT p_conversation_id, x.id, x.parent, x.role, x.reason, x.parts, x.at
+    INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts, created_at, import_id)
+    SELECT p_conversation_id, x.id, x.parent, x.role, x.reason, x.parts, x.at, v_import
       FROM unnest(m_id, m_parent, m_role, m_reason, m_parts, m_at) WITH ORDINALITY AS x (id, parent, role, reason, parts, at, n)
      ORDER BY x.n;
+    -- The head's one move, 'import', written here as the import's own row;
+    -- the head moves while the marker is there, so only the live path follows.
+    IF v_head IS NOT NULL THEN
+        INSERT INTO convo.conversation_head_log (conversation_id, head_message_id, reason, import_id)
+        VALUES (p_conversation_id, v_head, 'import', v_import);
+        UPDATE convo.conversations c SET head_message_id = v_head WHERE c.id = p_conversation_id;
+    END IF;
     DELETE FROM convo_private.importing i WHERE i.conversation_id = p_conversation_id AND i.xact = pg_current_xact_id();
     PERFORM set_config('convo.importing', '', true);
-    IF v_head IS NOT NULL THEN
-        PERFORM convo_private.move_head_to(p_conversation_id, v_head, 'import', NULL);
-    END IF;
     RETURN p_conversation_id;
 END;
 $$;

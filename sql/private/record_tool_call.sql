@@ -1,7 +1,8 @@
 -- record_tool_call: writes a tool call's ledger decision in the transaction
 -- that stores its tool_use part, before any request can leave, whatever
 -- function (or statement) appended the assistant message, against the
--- tool's latest version at that moment. An unregistered tool gets no row
+-- tool's latest version at that moment, which the call's row names (so the
+-- decision can be checked against it). An unregistered tool gets no row
 -- (effect_for_call answers CV007, even once it is registered), and neither
 -- does a call an import is writing (is_import): the imports from other
 -- products write none, that history happened elsewhere; import_conversation
@@ -31,6 +32,7 @@ DECLARE
     v_effect    convo.tool_effects;
     v_repeats   uuid;
     v_decision  text;
+    v_money     record;
 BEGIN
     IF convo_private.is_import(NEW.conversation_id) THEN
         RETURN NULL;
@@ -46,16 +48,10 @@ BEGIN
     ELSIF cardinality(v_errors) > 0 THEN
         -- Rejected calls never deduplicate: the key is the call's own.
         v_decision := 'rejected';
-        v_scope_key := 'rejected:' || encode(sha256(convert_to(NEW.conversation_id || '|' || NEW.tool_call_id, 'UTF8')), 'hex');
+        v_scope_key := convo_private.scope_key('rejected', NEW.conversation_id, NEW.tool_call_id, NULL, NULL, NULL);
     ELSE
-        -- Keyed (keyed_digest): the key outlives an erasure of the input.
-        v_scope_key := v_tool.idempotency_scope || ':' || convo_private.keyed_digest(encode(sha256(convert_to(
-            CASE v_tool.idempotency_scope
-                WHEN 'tool_call' THEN NEW.conversation_id || '|' || NEW.tool_call_id
-                WHEN 'conversation_args' THEN NEW.conversation_id || '|' || v_tool.name || '|' || v_input::text
-                WHEN 'fork_args' THEN NEW.conversation_id || '|' || coalesce(v_fork::text, 'conversation')
-                                      || '|' || v_tool.name || '|' || v_input::text
-            END, 'UTF8')), 'hex'));
+        v_scope_key := convo_private.scope_key(v_tool.idempotency_scope, NEW.conversation_id, NEW.tool_call_id,
+                                               v_fork, v_tool.name, v_input);
         SELECT * INTO v_effect FROM convo.tool_effects e
          WHERE e.conversation_id = NEW.conversation_id AND e.scope_key = v_scope_key;
         IF FOUND THEN
@@ -81,6 +77,7 @@ BEGIN
     END IF;
 
     IF v_decision NOT IN ('reuse', 'replay') THEN
+        SELECT * INTO v_money FROM convo_private.effect_money(v_input, v_tool.amount_arg, v_tool.currency_arg);
         PERFORM convo_private.set_effect_context(NULL, CASE WHEN v_decision = 'rejected'
                                                     THEN jsonb_build_object('errors', to_jsonb(v_errors)) END);
         INSERT INTO convo.tool_effects
@@ -89,12 +86,7 @@ BEGIN
         VALUES
             (NEW.conversation_id, gen_random_uuid(), v_tool.name, v_tool.version, v_scope_key, v_scope_key,
              CASE v_decision WHEN 'execute' THEN 'pending' WHEN 'confirm' THEN 'awaiting_confirmation' ELSE 'failed' END,
-             v_input,
-             CASE WHEN jsonb_typeof(v_input -> v_tool.amount_arg) = 'number'
-                   AND (v_input ->> v_tool.amount_arg)::numeric = trunc((v_input ->> v_tool.amount_arg)::numeric)
-                   AND abs((v_input ->> v_tool.amount_arg)::numeric) < 9e18
-                  THEN (v_input ->> v_tool.amount_arg)::numeric::bigint END,
-             CASE WHEN v_input ->> v_tool.currency_arg ~ '^[A-Z]{3}$' THEN v_input ->> v_tool.currency_arg END,
+             v_input, v_money.amount_minor, v_money.currency,
              v_repeats,
              clock_timestamp() + v_tool.deadline,
              CASE WHEN v_decision = 'rejected' THEN clock_timestamp() END,
@@ -104,8 +96,9 @@ BEGIN
         PERFORM convo_private.set_effect_context(NULL, NULL);
     END IF;
     INSERT INTO convo.tool_effect_calls
-        (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision, fork_point_id)
-    VALUES (NEW.conversation_id, NEW.tool_call_id, NEW.message_id, NEW.ordinal, v_effect.id, v_decision, v_fork);
+        (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision, fork_point_id, tool_name, tool_version)
+    VALUES (NEW.conversation_id, NEW.tool_call_id, NEW.message_id, NEW.ordinal, v_effect.id, v_decision, v_fork,
+            v_tool.name, v_tool.version);
     RETURN NULL;
 END;
 $$;

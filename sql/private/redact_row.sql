@@ -4,8 +4,8 @@
 -- external references, who did what) and empties the content: message parts
 -- (the array on the message and each per-part row), conversation metadata,
 -- generation params, request digest, usage and error detail, effect
--- arguments, event evidence, an imported message's source node, a
--- receipt's request, arguments and expected values. Idempotent. erase_content writes it; is_erasure lets only it through.
+-- arguments, event evidence, an imported message's source node, an
+-- import's source key and digest, a receipt's request, arguments and expected values. Idempotent. erase_content writes it; is_erasure lets only it through.
 CREATE OR REPLACE FUNCTION convo_private.redact_row(p_table text, p_row jsonb)
 RETURNS jsonb
 LANGUAGE sql
@@ -22,6 +22,7 @@ RETURN p_row || CASE p_table
     WHEN 'tool_effects' THEN '{"arguments": {}}'::jsonb
     WHEN 'tool_effect_events' THEN '{"evidence": {}}'::jsonb
     WHEN 'import_origins' THEN '{"node": {"erased": true}}'::jsonb
+    WHEN 'imports' THEN '{"source_key": null, "digest": null}'::jsonb
     WHEN 'tool_receipts' THEN jsonb_build_object('request', '{}'::jsonb,
         'arguments', CASE WHEN jsonb_typeof(p_row -> 'arguments') <> 'null' THEN '{}'::jsonb END,
         'expected', CASE WHEN jsonb_typeof(p_row -> 'expected') <> 'null' THEN '{}'::jsonb END)

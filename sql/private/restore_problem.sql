@@ -1,0 +1,259 @@
+-- restore_problem: the first reason, naming the key and the row, why an
+-- export document is not a history this database could have written, or
+-- NULL. import_conversation refuses the document with it (CV011) before
+-- writing anything; what needs the stored tree (the ledger's decisions,
+-- links and amounts) is ledger_problems', after. In one pass each:
+--   references: every id the document names is in it, and the chains hold
+--   (parents, depths, the head log ending at the head, effects' events from
+--   'requested' to their state);
+--   numbers: a head-log or event seq appears once (they are renumbered here,
+--   keeping their order);
+--   reasons: the head log's are the API's ('direct_update' is never
+--   restored; 'create' and 'import' only begin a log);
+--   keys: an effect's idempotency key is its scope key, the re-run key of
+--   its confirmation, or (sent before digests were keyed) a plain digest of
+--   its scope;
+--   times, in order: nothing after p_now or before the conversation, a head
+--   move not before its message, events of an effect in order and not
+--   before it, an effect not before its call, a call not before its
+--   message, a generation not before its prompt nor ending before it began;
+--   a message not before its parent unless it came from another product
+--   (an origin), whose times are the source's;
+--   erasures: one is restored only where every copy of the content from
+--   before it is redacted, each place is one erasure writes, and no count
+--   is more than the rows there;
+--   imports: the document's records are of this owner, of a known format,
+--   and not after p_now.
+CREATE OR REPLACE FUNCTION convo_private.restore_problem(p_owner_id text, p_export jsonb, p_now timestamptz)
+RETURNS text
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC'
+AS $$
+DECLARE
+    v_conv    jsonb := p_export -> 'conversation';
+    v_created timestamptz := (p_export -> 'conversation' ->> 'created_at')::timestamptz;
+    v_problem text;
+BEGIN
+    WITH m AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages')),
+         l AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.conversation_head_log, p_export -> 'head_log')),
+         g AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.generations, p_export -> 'generations')),
+         k AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tool_effect_calls, p_export -> 'tool_calls')),
+         e AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tool_effects, p_export -> 'effects')),
+         v AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events')),
+         t AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.tools, p_export -> 'tools')),
+         o AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.import_origins, p_export -> 'origins')),
+         r AS (SELECT x.*, j.elem -> 'places' AS places
+                 FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
+                      LATERAL jsonb_populate_record(NULL::convo.erasures, j.elem) x),
+         i AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.imports, p_export -> 'imports')),
+         -- Messages that came from another product keep the source's times.
+         mo AS (SELECT m.*, EXISTS (SELECT 1 FROM o WHERE o.message_id = m.id) AS imported FROM m),
+         -- How many rows of each place the document holds, for erasure counts.
+         counts (place, n) AS (VALUES
+             ('messages', (SELECT count(*) FROM m)),
+             ('message_parts', (SELECT coalesce(sum(jsonb_array_length(m.parts)), 0) FROM m)),
+             ('conversations', 1),
+             ('generations', (SELECT count(*) FROM g)),
+             ('tool_effects', (SELECT count(*) FROM e)),
+             ('tool_effect_events', (SELECT count(*) FROM v)),
+             ('import_origins', (SELECT count(*) FROM o)),
+             ('imports', (SELECT count(*) FROM i)))
+    SELECT p INTO v_problem FROM (
+        -- References.
+        (SELECT format('messages: message %s appears twice', m.id) FROM m GROUP BY m.id HAVING count(*) > 1 LIMIT 1)
+        UNION ALL
+        (SELECT format('messages: message %s has parent %s, which is not in the export', c.id, c.parent_id)
+           FROM m c LEFT JOIN m p ON p.id = c.parent_id
+          WHERE c.parent_id IS NOT NULL AND p.id IS NULL LIMIT 1)
+        UNION ALL
+        (SELECT format('messages: message %s has depth %s under parent %s of depth %s', c.id, c.depth, c.parent_id, p.depth)
+           FROM m c LEFT JOIN m p ON p.id = c.parent_id
+          WHERE c.depth IS DISTINCT FROM CASE WHEN c.parent_id IS NULL THEN 0 ELSE p.depth + 1 END LIMIT 1)
+        UNION ALL
+        (SELECT format('conversation: head %s is not in the tree', v_conv ->> 'head_message_id')
+          WHERE v_conv ->> 'head_message_id' IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM m WHERE m.id::text = v_conv ->> 'head_message_id'))
+        UNION ALL
+        (SELECT format('head_log: row seq %s names message %s, which is not in the export', l.seq, coalesce(l.head_message_id, l.previous_head_id))
+           FROM l WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.id = l.head_message_id)
+                     OR (l.previous_head_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM m WHERE m.id = l.previous_head_id)) LIMIT 1)
+        UNION ALL
+        (SELECT format('head_log: row seq %s appears twice', l.seq) FROM l GROUP BY l.seq HAVING count(*) > 1 LIMIT 1)
+        UNION ALL
+        (SELECT format('head_log: row seq %s starts at %s, not where the row before ended (%s)', x.seq,
+                       coalesce(x.previous_head_id::text, 'none'), coalesce(x.before::text, 'none'))
+           FROM (SELECT l.seq, l.previous_head_id, lag(l.head_message_id) OVER (ORDER BY l.seq) AS before FROM l) x
+          WHERE x.previous_head_id IS DISTINCT FROM x.before LIMIT 1)
+        UNION ALL
+        (SELECT format('head_log: the log ends at %s, the head is %s', coalesce(x.head_message_id::text, 'none'),
+                       coalesce(v_conv ->> 'head_message_id', 'none'))
+           FROM (SELECT (SELECT l.head_message_id FROM l ORDER BY l.seq DESC LIMIT 1) AS head_message_id) x
+          WHERE x.head_message_id::text IS DISTINCT FROM v_conv ->> 'head_message_id')
+        UNION ALL
+        (SELECT format('generations: generation %s names message %s, which is not in the export', g.id,
+                       coalesce(g.prompt_message_id, g.head_at_begin, g.message_id))
+           FROM g WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.id = g.prompt_message_id)
+                     OR (g.head_at_begin IS NOT NULL AND NOT EXISTS (SELECT 1 FROM m WHERE m.id = g.head_at_begin))
+                     OR (g.message_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM m WHERE m.id = g.message_id)) LIMIT 1)
+        UNION ALL
+        (SELECT format('tool_calls: call %s names message %s, which is not in the export', k.tool_call_id, coalesce(k.message_id, k.fork_point_id))
+           FROM k WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.id = k.message_id)
+                     OR (k.fork_point_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM m WHERE m.id = k.fork_point_id)) LIMIT 1)
+        UNION ALL
+        (SELECT format('tool_calls: call %s names effect %s, which is not in the export', k.tool_call_id, k.effect_id)
+           FROM k WHERE k.effect_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM e WHERE e.id = k.effect_id) LIMIT 1)
+        UNION ALL
+        (SELECT format('tool_calls: call %s names tool %s version %s, which is not in the export', k.tool_call_id, k.tool_name, k.tool_version)
+           FROM k WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.name = k.tool_name AND t.version = k.tool_version) LIMIT 1)
+        UNION ALL
+        (SELECT format('effects: effect %s repeats effect %s, which is not in the export', e.id, e.repeats_effect_id)
+           FROM e WHERE e.repeats_effect_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM e r WHERE r.id = e.repeats_effect_id) LIMIT 1)
+        UNION ALL
+        (SELECT format('effects: effect %s names tool %s version %s, which is not in the export', e.id, e.tool_name, e.tool_version)
+           FROM e WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.name = e.tool_name AND t.version = e.tool_version) LIMIT 1)
+        UNION ALL
+        (SELECT format('erasures: erasure %s names owner %s', r.id, r.owner_id) FROM r WHERE r.owner_id IS DISTINCT FROM p_owner_id LIMIT 1)
+        UNION ALL
+        (SELECT format('origins: the origin of message %s names no message of the export', o.message_id)
+           FROM o WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.id = o.message_id) LIMIT 1)
+        UNION ALL
+        (SELECT format('origins: message %s has two origins', o.message_id) FROM o GROUP BY o.message_id HAVING count(*) > 1 LIMIT 1)
+        UNION ALL
+        (SELECT format('effect_events: event seq %s names effect %s, which is not in the export', v.seq, v.effect_id)
+           FROM v WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.id = v.effect_id) LIMIT 1)
+        UNION ALL
+        (SELECT format('effect_events: event seq %s appears twice', v.seq) FROM v GROUP BY v.seq HAVING count(*) > 1 LIMIT 1)
+        UNION ALL
+        (SELECT format('effect_events: event seq %s of effect %s goes from %s, not from %s', x.seq, x.effect_id, x.from_state, x.before)
+           FROM (SELECT v.seq, v.effect_id, v.from_state,
+                        coalesce(lag(v.to_state) OVER (PARTITION BY v.effect_id ORDER BY v.seq), 'requested') AS before FROM v) x
+          WHERE x.from_state IS DISTINCT FROM x.before LIMIT 1)
+        UNION ALL
+        (SELECT format('effects: effect %s is %s, its last event says %s', e.id, e.state, coalesce(x.to_state, 'nothing'))
+           FROM e LEFT JOIN (SELECT DISTINCT ON (v.effect_id) v.effect_id, v.to_state FROM v ORDER BY v.effect_id, v.seq DESC) x
+             ON x.effect_id = e.id
+          WHERE x.to_state IS DISTINCT FROM e.state LIMIT 1)
+        UNION ALL
+        -- Reasons.
+        (SELECT format('head_log: row seq %s has reason %s, which only the database writes for a change outside the API', l.seq, l.reason)
+           FROM l WHERE l.reason = 'direct_update' ORDER BY l.seq LIMIT 1)
+        UNION ALL
+        (SELECT format('head_log: row seq %s has reason %s, which only begins a head log', x.seq, x.reason)
+           FROM (SELECT l.seq, l.reason, row_number() OVER (ORDER BY l.seq) AS n FROM l) x
+          WHERE x.reason IN ('create', 'import') AND x.n > 1 ORDER BY x.seq LIMIT 1)
+        UNION ALL
+        -- Keys.
+        (SELECT format('effects: effect %s has idempotency key %s, which is neither its scope key nor its re-run''s key', e.id, e.idempotency_key)
+           FROM e
+          WHERE e.idempotency_key IS DISTINCT FROM CASE WHEN e.confirmed_by IS NULL THEN e.scope_key
+                                                        ELSE 'rerun:' || e.id || ':of:' || e.repeats_effect_id END
+            -- A key sent before digests were keyed keeps its plain form.
+            AND NOT (e.confirmed_by IS NULL AND e.state <> 'awaiting_confirmation'
+                     AND e.idempotency_key ~ ('^' || split_part(e.scope_key, ':', 1) || ':[0-9a-f]{64}$'))
+          LIMIT 1)
+        UNION ALL
+        -- Times.
+        (SELECT format('conversation: created_at %s is after the import', v_created) WHERE v_created > p_now)
+        UNION ALL
+        (SELECT format('messages: message %s created at %s, %s', m.id, m.created_at,
+                       CASE WHEN m.created_at > p_now THEN 'after the import' ELSE 'before the conversation' END)
+           FROM mo m WHERE NOT m.imported AND (m.created_at > p_now OR m.created_at < v_created) LIMIT 1)
+        UNION ALL
+        (SELECT format('messages: message %s created at %s, before its parent %s (%s)', c.id, c.created_at, p.id, p.created_at)
+           FROM mo c JOIN mo p ON p.id = c.parent_id
+          WHERE NOT c.imported AND NOT p.imported AND c.created_at < p.created_at LIMIT 1)
+        UNION ALL
+        (SELECT format('head_log: row seq %s moved at %s, %s', l.seq, l.moved_at,
+                       CASE WHEN l.moved_at > p_now THEN 'after the import' ELSE 'before the conversation' END)
+           FROM l WHERE l.moved_at > p_now OR l.moved_at < v_created ORDER BY l.seq LIMIT 1)
+        UNION ALL
+        (SELECT format('head_log: row seq %s moved at %s, before the row before it', x.seq, x.moved_at)
+           FROM (SELECT l.seq, l.moved_at, lag(l.moved_at) OVER (ORDER BY l.seq) AS before FROM l) x
+          WHERE x.moved_at < x.before ORDER BY x.seq LIMIT 1)
+        UNION ALL
+        (SELECT format('head_log: row seq %s moved at %s to message %s, created later (%s)', l.seq, l.moved_at, m.id, m.created_at)
+           FROM l JOIN mo m ON m.id = l.head_message_id WHERE NOT m.imported AND l.moved_at < m.created_at ORDER BY l.seq LIMIT 1)
+        UNION ALL
+        (SELECT format('generations: generation %s %s', g.id, CASE
+                    WHEN g.started_at > p_now OR g.finished_at > p_now THEN 'is dated after the import'
+                    WHEN g.finished_at < g.started_at THEN 'finished before it started'
+                    ELSE 'started before its prompt message was created' END)
+           FROM g JOIN mo m ON m.id = g.prompt_message_id
+          WHERE g.started_at > p_now OR g.finished_at > p_now OR g.finished_at < g.started_at
+             OR (NOT m.imported AND g.started_at < m.created_at) LIMIT 1)
+        UNION ALL
+        (SELECT format('tool_calls: call %s decided at %s, %s', k.tool_call_id, k.decided_at,
+                       CASE WHEN k.decided_at > p_now THEN 'after the import' ELSE 'before its message was created' END)
+           FROM k JOIN mo m ON m.id = k.message_id
+          WHERE k.decided_at > p_now OR (NOT m.imported AND k.decided_at < m.created_at) LIMIT 1)
+        UNION ALL
+        (SELECT format('effects: effect %s requested at %s, %s', e.id, e.requested_at,
+                       CASE WHEN e.requested_at > p_now THEN 'after the import' ELSE 'before its call''s message was created' END)
+           FROM e JOIN k ON k.effect_id = e.id AND k.decision IN ('execute', 'confirm', 'rejected')
+           JOIN mo m ON m.id = k.message_id
+          WHERE e.requested_at > p_now OR (NOT m.imported AND e.requested_at < m.created_at) LIMIT 1)
+        UNION ALL
+        (SELECT format('effect_events: event seq %s of effect %s at %s, %s', x.seq, x.effect_id, x.at, CASE
+                    WHEN x.at > p_now THEN 'after the import'
+                    WHEN x.at < x.requested_at THEN 'before the effect was requested'
+                    ELSE 'before the event before it' END)
+           FROM (SELECT v.seq, v.effect_id, v.at, e.requested_at, lag(v.at) OVER (PARTITION BY v.effect_id ORDER BY v.seq) AS before
+                   FROM v JOIN e ON e.id = v.effect_id) x
+          WHERE x.at > p_now OR x.at < x.requested_at OR x.at < x.before ORDER BY x.seq LIMIT 1)
+        UNION ALL
+        -- Erasures.
+        (SELECT format('erasures: erasure %s dated %s, %s', r.id, r.erased_at,
+                       CASE WHEN r.erased_at > p_now THEN 'after the import' ELSE 'before the conversation' END)
+           FROM r WHERE r.erased_at > p_now OR r.erased_at < v_created LIMIT 1)
+        UNION ALL
+        (SELECT format('erasures: erasure %s, but %s', r.id, x.what)
+           FROM r CROSS JOIN LATERAL (
+                SELECT format('message %s, created before it, is not redacted', m.id) AS what
+                  FROM m WHERE m.created_at <= r.erased_at
+                   AND m.parts::text IS DISTINCT FROM (convo_private.redact_row('messages', to_jsonb(m)) -> 'parts')::text
+                UNION ALL
+                SELECT 'the conversation''s metadata is not redacted' WHERE v_conv -> 'metadata' IS DISTINCT FROM '{}'::jsonb
+                UNION ALL
+                SELECT format('generation %s, started before it, is not redacted', g.id)
+                  FROM g WHERE g.started_at <= r.erased_at
+                   AND to_jsonb(g)::text IS DISTINCT FROM convo_private.redact_row('generations', to_jsonb(g))::text
+                UNION ALL
+                SELECT format('effect %s, requested before it, is not redacted', e.id)
+                  FROM e WHERE e.requested_at <= r.erased_at AND e.arguments IS DISTINCT FROM '{}'::jsonb
+                UNION ALL
+                SELECT format('event seq %s, before it, is not redacted', v.seq)
+                  FROM v WHERE v.at <= r.erased_at AND v.evidence IS DISTINCT FROM '{}'::jsonb
+                UNION ALL
+                SELECT format('the origin of message %s is not redacted', o.message_id)
+                  FROM o JOIN m ON m.id = o.message_id
+                 WHERE m.created_at <= r.erased_at AND o.node IS DISTINCT FROM '{"erased": true}'::jsonb
+                UNION ALL
+                SELECT format('place %s is not one an erasure writes', x.place)
+                  FROM jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
+                       x (place text, rows_redacted bigint)
+                  LEFT JOIN counts c ON c.place = x.place
+                 WHERE c.place IS NULL
+                UNION ALL
+                SELECT format('place %s counts %s rows, the export holds %s', x.place, x.rows_redacted, c.n)
+                  FROM jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
+                       x (place text, rows_redacted bigint)
+                  JOIN counts c ON c.place = x.place
+                 WHERE x.rows_redacted > c.n
+                LIMIT 1) x
+          ORDER BY r.erased_at LIMIT 1)
+        UNION ALL
+        -- The record of imports.
+        (SELECT format('imports: import %s %s', i.id, CASE
+                    WHEN i.owner_id IS DISTINCT FROM p_owner_id THEN 'names another owner'
+                    WHEN i.format IS NULL OR i.format NOT IN ('chatgpt', 'openwebui', 'librechat', 'pgconvo') THEN 'has an unknown format'
+                    ELSE 'is dated after the import' END)
+           FROM i
+          WHERE i.owner_id IS DISTINCT FROM p_owner_id OR i.format IS NULL
+             OR i.format NOT IN ('chatgpt', 'openwebui', 'librechat', 'pgconvo') OR i.imported_at > p_now LIMIT 1)
+    ) AS problems (p)
+    LIMIT 1;
+    RETURN v_problem;
+END;
+$$;

@@ -82,6 +82,7 @@ type Result struct {
 	Rows     []Row
 	Chart    []Point
 	Growth   []Growth
+	Calls    []CallCount
 	Elapsed  time.Duration
 }
 
@@ -159,6 +160,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r.logf("loaded %d messages in %.1f s (with the baselines' copies and VACUUM ANALYZE)", res.Messages, res.LoadTime.Seconds())
 	bytes, err := r.bytesRow(ctx)
 	if err != nil {
+		return nil, err
+	}
+
+	r.logf("function calls per API call")
+	if res.Calls, err = r.callCounts(ctx, writes[0]); err != nil {
 		return nil, err
 	}
 

@@ -54,6 +54,15 @@ func TestRunTiny(t *testing.T) {
 	if len(res.Rows) != 9 {
 		t.Errorf("%d rows, want one per workload of issue 8's table (8) and 16 clients with convo.notify off", len(res.Rows))
 	}
+	if len(res.Calls) != 4 {
+		t.Errorf("%d call counts, want 4 (append, edit, tool turn, import)", len(res.Calls))
+	}
+	for _, c := range res.Calls {
+		if c.Calls < 1 || c.Distinct < 1 || c.Distinct > c.Calls {
+			t.Errorf("call count %q: %+v, want at least the API function itself", c.Call, c)
+		}
+		t.Logf("%s: %d calls of %d functions", c.Call, c.Calls, c.Distinct)
+	}
 	for _, row := range res.Rows {
 		if !(row.A > 0 && row.B > 0 && row.Ratio > 0) || row.Samples == 0 {
 			t.Errorf("row %q: %+v, want positive measures", row.Workload, row)

@@ -105,6 +105,8 @@ func (res *Result) Markdown(command, chartFile string) string {
 	fmt.Fprintf(&b, "# pgconvo benchmark\n\n`%s`, %s, %.0f s.\n\nMachine: %s.\n\n%s\n",
 		command, time.Now().UTC().Format("2006-01-02 15:04 UTC"), res.Elapsed.Seconds(), Machine(), res.Setup())
 	b.WriteString(res.Table())
+	b.WriteString("\n## Function calls per API call\n\nCounted by PostgreSQL (`track_functions = all`, `pg_stat_xact_user_functions`) in one transaction each, as the application's role: every PL/pgSQL or SQL function of pgconvo's that runs, the API function, its helpers and every trigger function, once per call.\n\n")
+	b.WriteString(res.CallTable())
 	fmt.Fprintf(&b, "\n## `path` against depth\n\n![path latency against depth](%s)\n\n", chartFile)
 	b.WriteString(res.ChartTable())
 	b.WriteString("\n## Large inputs, N and 4N\n\nOne run each (a deep call: the median of 7, each after a user turn; `alternatives`: the median of 3), as the application. Linear work takes about 4x as long at 4N, quadratic about 16x; a call's cost should not depend on the conversation's depth at all (1x).\n\n")

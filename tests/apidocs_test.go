@@ -4,14 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/pgconvo/pgconvo/internal/apidocs"
 )
-
-// apiDocsPath is docs/api.md, from the tests' directory.
-var apiDocsPath = filepath.Join("..", "docs", "api.md")
 
 // TestAPIDocsUpToDate: docs/api.md is what the catalog of a freshly migrated
 // database says (internal/apidocs), byte for byte; when a function, view,
@@ -23,9 +21,44 @@ func TestAPIDocsUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(apiDocsPath)
+	requireUpToDate(t, apidocs.APIPath, want)
+}
+
+// TestSchemaDocsUpToDate: docs/schema.md is every table and view of the
+// catalog of a freshly migrated database (columns, constraints, indexes,
+// policies, grants, triggers, comments), byte for byte.
+func TestSchemaDocsUpToDate(t *testing.T) {
+	db := newDB(t)
+	want, err := apidocs.GenerateSchema(context.Background(), db)
 	if err != nil {
-		t.Fatalf("reading %s: %v (run `%s` to write it)", apiDocsPath, err, apidocs.Command)
+		t.Fatal(err)
+	}
+	requireUpToDate(t, apidocs.SchemaPath, want)
+	// It is the catalog's, not a summary: each policy is written out, and
+	// every table of convo has its comment.
+	for _, s := range []string{
+		"CREATE POLICY messages_reader_reads_all ON convo.messages AS PERMISSIVE FOR SELECT TO convo_reader USING (true);",
+		"CREATE TRIGGER messages_20_guard BEFORE INSERT ON convo.messages",
+		"CONSTRAINT messages_pkey PRIMARY KEY (conversation_id, id)",
+	} {
+		if !strings.Contains(want, s) {
+			t.Errorf("%s lacks %q", apidocs.SchemaPath, s)
+		}
+	}
+	if bare := regexp.MustCompile(`(?m)^## (.*)\n\nA table owned by`).FindAllStringSubmatch(want, -1); len(bare) > 0 {
+		t.Errorf("tables without a COMMENT ON TABLE in %s: %v", apidocs.SchemaPath, bare)
+	}
+}
+
+// requireUpToDate fails unless the file at path (from the repository's
+// root) is want, naming the first difference and the command that rewrites
+// it.
+func requireUpToDate(t *testing.T, path, want string) {
+	t.Helper()
+	file := filepath.Join("..", filepath.FromSlash(path))
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("reading %s: %v (run `%s` to write it)", path, err, apidocs.Command)
 	}
 	if string(got) != want {
 		gotLines, wantLines := strings.Split(string(got), "\n"), strings.Split(want, "\n")
@@ -39,8 +72,8 @@ func TestAPIDocsUpToDate(t *testing.T) {
 			}
 			return "(end of file)"
 		}
-		t.Fatalf("docs/api.md is stale: run `%s` and commit the file\n(first difference at line %d: the file says %q, the catalog %q)",
-			apidocs.Command, line+1, at(gotLines), at(wantLines))
+		t.Fatalf("%s is stale: run `%s` and commit the file\n(first difference at line %d: the file says %q, the catalog %q)",
+			path, apidocs.Command, line+1, at(gotLines), at(wantLines))
 	}
 }
 

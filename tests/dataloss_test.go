@@ -56,7 +56,7 @@ func TestCheckDataLoss(t *testing.T) {
 		}
 	}
 	requireLoss(0, "convo.conversation_head_log (1 row)", "convo.conversations (1 row)",
-		"convo.message_parts (1 row)", "convo.messages (1 row)", "convo.tools (1 row)")
+		"convo.messages (1 row)", "convo.tools (1 row)")
 	requireLoss(1, "convo.tools (1 row)")
 	for _, to := range []uint{2, latest, latest + 1} {
 		if err := m.CheckDataLoss(ctx, to); err != nil {

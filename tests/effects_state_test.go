@@ -104,7 +104,7 @@ func effWithoutTriggers(t testing.TB, db *pgxpool.Pool, sql string, args ...any)
 	errRollback := errors.New("rollback")
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `ALTER TABLE convo.tool_effects
-			DISABLE TRIGGER tool_effects_transition, DISABLE TRIGGER tool_effects_log`); err != nil {
+			DISABLE TRIGGER tool_effects_20_transition, DISABLE TRIGGER tool_effects_30_log_direct`); err != nil {
 			t.Fatalf("disabling triggers: %v", err)
 		}
 		if _, err := tx.Exec(ctx, sql, args...); err != nil {

@@ -20,10 +20,9 @@ var erasureColumns = map[string]string{
 	"messages.role":                  "shape",
 	"messages.branch_reason":         "shape",
 	"messages.parts":                 "redacted",
-	"message_parts.type":             "shape",
-	"message_parts.tool_call_id":     "id",
-	"message_parts.tool_name":        "id (the allowlist's name)",
-	"message_parts.body":             "redacted",
+	"keyed_parts.type":               "shape",
+	"keyed_parts.tool_call_id":       "id",
+	"keyed_parts.tool_name":          "id (the allowlist's name)",
 	"conversation_head_log.moved_by": "who (a tab, service or staff name; no end-user content)",
 	"conversation_head_log.reason":   "shape",
 	"generations.model":              "shape",
@@ -209,7 +208,7 @@ func TestErasureReachesEveryCopy(t *testing.T) {
 	conv, user, _ := erasureStory(t, db, "alice", marker)
 	erasureStory(t, db, "bob", other)
 	planted := markerPlaces(t, db, marker)
-	for _, c := range []string{"messages.parts", "message_parts.body", "conversations.metadata", "generations.params",
+	for _, c := range []string{"messages.parts", "conversations.metadata", "generations.params",
 		"generations.request_digest", "generations.usage", "generations.error", "tool_effects.arguments",
 		"tool_effect_events.evidence", "tool_receipts.request", "tool_receipts.arguments", "tool_receipts.expected"} {
 		if !strings.Contains(strings.Join(planted, " "), c) {
@@ -223,7 +222,7 @@ func TestErasureReachesEveryCopy(t *testing.T) {
 
 	admin := loginAs(t, db, "convo_admin")
 	got := queryAsOwner(t, admin, "", `SELECT place || '=' || rows_redacted FROM convo.erase_owner('alice', 'GDPR request 42')`)
-	requireSlice(t, "rows redacted per place", got, []string{"conversations=1", "generations=2", "message_parts=8",
+	requireSlice(t, "rows redacted per place", got, []string{"conversations=1", "generations=2",
 		"messages=5", "tool_effect_events=2", "tool_effects=1", "tool_receipts=1"})
 
 	requireSlice(t, "places still holding the erased owner's marker", markerPlaces(t, db, marker), []string{})

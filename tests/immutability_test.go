@@ -94,7 +94,7 @@ func TestDirectHeadUpdateIsLogged(t *testing.T) {
 }
 
 // TestAppendOnlyTablesRefuseChanges: UPDATE, DELETE and TRUNCATE on
-// messages, message_parts and conversation_head_log raise CV005 (a plain
+// messages, keyed_parts and conversation_head_log raise CV005 (a plain
 // TRUNCATE of a table that foreign keys reference: 0A000) for a
 // superuser, the owner role, a non-superuser granted ALL on the tables, and
 // a superuser session with session_replication_role = replica (the triggers
@@ -109,9 +109,9 @@ func TestAppendOnlyTablesRefuseChanges(t *testing.T) {
 	editMsg(t, db, s.conv, s.u3, textParts("When does it arrive?"))
 	grantee := createGrantedRole(t, db)
 	requireCount(t, db, 4, `SELECT count(*) FROM pg_tables WHERE schemaname = 'convo'
-		AND tablename IN ('conversations', 'messages', 'message_parts', 'conversation_head_log') AND tableowner = 'convo_owner'`)
+		AND tablename IN ('conversations', 'messages', 'keyed_parts', 'conversation_head_log') AND tableowner = 'convo_owner'`)
 
-	tables := []string{"convo.conversations", "convo.messages", "convo.message_parts", "convo.conversation_head_log"}
+	tables := []string{"convo.conversations", "convo.messages", "convo.keyed_parts", "convo.conversation_head_log"}
 	before := map[string]map[string]rowVersion{}
 	for _, table := range tables {
 		before[table] = rowVersions(t, db, table)
@@ -121,17 +121,18 @@ func TestAppendOnlyTablesRefuseChanges(t *testing.T) {
 	}
 
 	// PostgreSQL refuses a plain TRUNCATE of a table that foreign keys point
-	// at (messages, conversations, message_parts) with 0A000 before any trigger runs; with
-	// CASCADE the CV005 triggers are reached. Either way nothing goes.
+	// at (messages, conversations, keyed_parts) with 0A000 before any trigger runs; with
+	// CASCADE the CV005 triggers are reached. Either way nothing goes. The
+	// view message_parts (the parts as rows) refuses every write.
 	statements := []struct{ name, sql, code string }{
 		{"UPDATE messages", `UPDATE convo.messages SET role = 'user' WHERE role = 'assistant'`, "CV005"},
 		{"DELETE messages", `DELETE FROM convo.messages`, "CV005"},
 		{"TRUNCATE messages", `TRUNCATE convo.messages`, "0A000"},
 		{"TRUNCATE messages CASCADE", `TRUNCATE convo.messages CASCADE`, "CV005"},
-		{"UPDATE message_parts", `UPDATE convo.message_parts SET body = jsonb_set(body, '{text}', '"forged"') WHERE type = 'text'`, "CV005"},
-		{"DELETE message_parts", `DELETE FROM convo.message_parts`, "CV005"},
-		{"TRUNCATE message_parts", `TRUNCATE convo.message_parts`, "0A000"}, // tool_effect_calls references it
-		{"TRUNCATE message_parts CASCADE", `TRUNCATE convo.message_parts CASCADE`, "CV005"},
+		{"UPDATE keyed_parts", `UPDATE convo.keyed_parts SET tool_name = 'forged' WHERE type = 'tool_use'`, "CV005"},
+		{"DELETE keyed_parts", `DELETE FROM convo.keyed_parts`, "CV005"},
+		{"TRUNCATE keyed_parts", `TRUNCATE convo.keyed_parts`, "0A000"}, // tool_effect_calls references it
+		{"TRUNCATE keyed_parts CASCADE", `TRUNCATE convo.keyed_parts CASCADE`, "CV005"},
 		{"UPDATE conversation_head_log", `UPDATE convo.conversation_head_log SET moved_by = 'forger'`, "CV005"},
 		{"DELETE conversation_head_log", `DELETE FROM convo.conversation_head_log`, "CV005"},
 		{"TRUNCATE conversation_head_log", `TRUNCATE convo.conversation_head_log`, "CV005"},

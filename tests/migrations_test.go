@@ -382,17 +382,24 @@ var objectKinds = []struct {
 		WHERE n.nspname = 'convo' AND c.relkind IN ('v', 'm')`},
 }
 
-// objectFiles maps object name to path for the .sql files in dir; a missing
-// dir has none.
+// objectFiles maps object name to path for the .sql files in dir and its
+// subfolders one level down (sql/private's groups); a missing dir has none,
+// and a name in two folders is a failure.
 func objectFiles(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(dir, "*.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	files := map[string]string{}
-	for _, p := range paths {
-		files[strings.TrimSuffix(filepath.Base(p), ".sql")] = p
+	for _, pattern := range []string{"*.sql", filepath.Join("*", "*.sql")} {
+		paths, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			name := strings.TrimSuffix(filepath.Base(p), ".sql")
+			if other, ok := files[name]; ok {
+				t.Fatalf("%s and %s define the same object", other, p)
+			}
+			files[name] = p
+		}
 	}
 	return files
 }

@@ -2026,7 +2026,7 @@ func (w *mWorker) opCreateRetry(c *mConv) error {
 }
 
 // opErase erases c. The places it reports are what the model says changed:
-// messages and message_parts (every part not erased yet), conversations
+// messages (each with its parts, the one copy of them), conversations
 // (the metadata, the first time), tool_effects (the arguments of every
 // effect not erased yet); generations and tool_effect_events may appear
 // too (params, usage, errors, evidence: the model does not count them). A
@@ -2036,7 +2036,6 @@ func (w *mWorker) opErase(c *mConv) error {
 	for _, m := range c.msgs {
 		if !m.erased {
 			want["messages"]++
-			want["message_parts"] += int64(len(m.parts))
 		}
 	}
 	if !c.metadataErased {

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -181,10 +182,10 @@ func TestRestoreRefusesWhatTheAPICouldNotWrite(t *testing.T) {
 }
 
 // TestRestoreNumbersSeqHere: a document whose head-log and event seq sit at
-// the top of bigint restores with seq numbered from this database's
-// sequences, in the document's order, the document's kept as source_seq;
-// no sequence moves, and every other conversation's head moves and
-// effect transitions go on.
+// the top of bigint restores with seq numbered here, from 1 in the
+// document's order (seq is per conversation), the document's kept as
+// source_seq; every other conversation's head moves and effect
+// transitions go on, numbered as before.
 func TestRestoreNumbersSeqHere(t *testing.T) {
 	t.Parallel()
 	src, dst := newDB(t), newDB(t)
@@ -199,17 +200,19 @@ func TestRestoreNumbersSeqHere(t *testing.T) {
 			}
 		}
 	})
-	headSeq := queryRow[int64](t, dst, `SELECT last_value FROM convo.conversation_head_log_seq_seq`)
-	eventSeq := queryRow[int64](t, dst, `SELECT last_value FROM convo.tool_effect_events_seq_seq`)
+	otherSeqs := func() string {
+		return queryRow[string](t, dst, `SELECT (SELECT max(seq) FROM convo.conversation_head_log WHERE conversation_id = $1)
+			|| ' ' || (SELECT max(seq) FROM convo.tool_effect_events WHERE conversation_id = $1)`, other)
+	}
+	before := otherSeqs()
 	if _, err := importAs(loginAs(t, dst, "convo_admin"), "owner-1", "conversation", doc); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	x := decodeExport(t, doc)
-	if got := queryRow[int64](t, dst, `SELECT last_value FROM convo.conversation_head_log_seq_seq`); got != headSeq+int64(len(rows(x, "head_log"))) {
-		t.Fatalf("the head log's sequence is at %d, want %d", got, headSeq+int64(len(rows(x, "head_log"))))
-	}
-	if got := queryRow[int64](t, dst, `SELECT last_value FROM convo.tool_effect_events_seq_seq`); got != eventSeq+int64(len(rows(x, "effect_events"))) {
-		t.Fatalf("the events' sequence is at %d", got)
+	requireEqual(t, "the other conversation's seq after the restore", otherSeqs(), before)
+	for key, table := range map[string]string{"head_log": "conversation_head_log", "effect_events": "tool_effect_events"} {
+		requireEqual(t, table+" numbered from 1", queryRow[string](t, dst, `SELECT min(seq) || '..' || max(seq) || ' ' || count(*)
+			FROM convo.`+table+` WHERE conversation_id = $1`, conv), fmt.Sprintf("1..%d %d", len(rows(x, key)), len(rows(x, key))))
 	}
 	requireRestoredRows(t, dst, conv, queryRow[string](t, dst, `SELECT imported_by FROM convo.imports WHERE conversation_id = $1`, conv), doc)
 	// Every owner goes on: a head move and an effect transition elsewhere.

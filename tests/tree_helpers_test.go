@@ -303,8 +303,8 @@ type rowVersion struct {
 var rowVersionQueries = map[string]string{
 	"convo.messages": `SELECT conversation_id || '/' || id, xmin::text, ctid::text, to_jsonb(t)::text
 		FROM convo.messages t`,
-	"convo.message_parts": `SELECT conversation_id || '/' || message_id || '/' || ordinal, xmin::text, ctid::text, to_jsonb(t)::text
-		FROM convo.message_parts t`,
+	"convo.keyed_parts": `SELECT conversation_id || '/' || message_id || '/' || ordinal, xmin::text, ctid::text, to_jsonb(t)::text
+		FROM convo.keyed_parts t`,
 	"convo.conversation_head_log": `SELECT conversation_id || '/' || seq, xmin::text, ctid::text, to_jsonb(t)::text
 		FROM convo.conversation_head_log t`,
 	"convo.conversations": `SELECT id::text, xmin::text, ctid::text, to_jsonb(t)::text

@@ -102,7 +102,7 @@ func TestAppRoleReachesOnlyTheAPI(t *testing.T) {
 	for _, st := range []string{
 		`SELECT convo_private.sees_owner('alice')`,
 		`SELECT * FROM convo_private.documented_grants()`,
-		`SELECT convo_private.move_head_to($1, $2, 'create', 'alice')`,
+		`SELECT convo_private.log_head_move($1, $2, NULL, 'create', 'alice', NULL)`,
 		`SELECT convo.register_tool('buy', true, '{"type": "object"}')`,
 		`SELECT convo.expire_receipts()`,
 		`SELECT * FROM convo.self_check()`,
@@ -211,9 +211,9 @@ func TestOwnersSeeOnlyTheirOwn(t *testing.T) {
 		// A generation's start never changes; a superuser steps round the
 		// rule to make the streaming ones stale.
 		mustExec(t, db, `BEGIN;
-			ALTER TABLE convo.generations DISABLE TRIGGER generations_transition;
+			ALTER TABLE convo.generations DISABLE TRIGGER generations_20_transition;
 			UPDATE convo.generations SET started_at = started_at - interval '1 hour';
-			ALTER TABLE convo.generations ENABLE ALWAYS TRIGGER generations_transition;
+			ALTER TABLE convo.generations ENABLE ALWAYS TRIGGER generations_20_transition;
 			COMMIT`)
 		views := []string{"orphaned_applied_effects", "stale_pending_effects", "stale_generations"}
 		for _, v := range views {
@@ -367,10 +367,11 @@ func forgeries(n tenant, liveText, unregisteredMsg string) []forgery {
 		{"a head-log row dated in the past", fmt.Sprintf(`INSERT INTO convo.conversation_head_log
 			(conversation_id, head_message_id, previous_head_id, moved_at, moved_by, reason)
 			VALUES ('%s', '%s', '%s', '2001-01-01', 'alice', 'create')`, n.conv, n.user, n.root), refused},
-		{"an internal helper", fmt.Sprintf(`SELECT convo_private.move_head_to('%s', '%s', 'create', 'alice')`,
+		{"an internal helper", fmt.Sprintf(`SELECT convo_private.log_head_move('%s', '%s', NULL, 'create', 'alice', NULL)`,
 			n.conv, n.user), []string{"42501"}},
-		{"an import's marker, to keep a forged time and skip the ledger", fmt.Sprintf(`INSERT INTO convo_private.importing
-			(conversation_id) VALUES ('%s')`, n.conv), []string{"42501"}},
+		{"an import's record, to pass rows off as restored", fmt.Sprintf(`INSERT INTO convo.imports
+			(conversation_id, id, owner_id, format, imported_by) VALUES ('%s', gen_random_uuid(), '%s', 'pgconvo', 'dba')`,
+			n.conv, n.owner), refused},
 		{"an effect transition with a forged actor", fmt.Sprintf(`SELECT set_config('convo.effect_actor', 'finance-bot', false);
 			UPDATE convo.tool_effects SET state = 'compensated', compensated_by = 're_x', compensated_at = now()
 			 WHERE id = '%s'`, n.applied), refused},
@@ -399,9 +400,9 @@ func forgeries(n tenant, liveText, unregisteredMsg string) []forgery {
 			 result_ref, arguments, arguments_valid, filled_at, settled_at, deadline_at)
 			VALUES (gen_random_uuid(), '%s', 'forged-key-0001', 'file_followup', 1, '{}', 'x', 'applied', 201,
 			        'fu_x', '{}', true, now(), now(), now())`, n.owner), refused},
-		{"a live-path row naming another branch", fmt.Sprintf(`UPDATE convo.live_path SET message_id = '%s'
-			WHERE conversation_id = '%s' AND depth = 0`, n.user, n.conv), refused},
-		{"disabling an append-only trigger", `ALTER TABLE convo.messages DISABLE TRIGGER messages_append_only`, []string{"42501"}},
+		{"a live-path row naming another branch", fmt.Sprintf(`UPDATE convo.live_path SET branch_id = '%s'
+			WHERE conversation_id = '%s' AND min_depth = 0`, n.user, n.conv), refused},
+		{"disabling an append-only trigger", `ALTER TABLE convo.messages DISABLE TRIGGER messages_90_append_only`, []string{"42501"}},
 		{"disabling every trigger of the head log", `ALTER TABLE convo.conversation_head_log DISABLE TRIGGER ALL`, []string{"42501"}},
 		{"an allowlist entry behind register_tool's back", `INSERT INTO convo.tools
 			(name, version, effectful, args_schema, idempotency_scope, deadline)
@@ -595,28 +596,29 @@ func TestSelfCheckFindsEachBreak(t *testing.T) {
 		check, names, also string
 		sql                func(n tenant) string
 	}{
-		{"append_only_triggers", "messages_append_only", "", func(tenant) string {
-			return `ALTER TABLE convo.messages DISABLE TRIGGER messages_append_only`
+		{"append_only_triggers", "messages_90_append_only", "", func(tenant) string {
+			return `ALTER TABLE convo.messages DISABLE TRIGGER messages_90_append_only`
 		}},
-		{"append_only_triggers", "tool_effects_no_forgery enabled=O", "", func(tenant) string {
-			return `ALTER TABLE convo.tool_effects ENABLE TRIGGER tool_effects_no_forgery` // not ALWAYS: replica skips it
+		{"append_only_triggers", "tool_effects_10_no_forgery enabled=O", "", func(tenant) string {
+			return `ALTER TABLE convo.tool_effects ENABLE TRIGGER tool_effects_10_no_forgery` // not ALWAYS: replica skips it
 		}},
-		{"head_log_trigger", "conversations_head_log", "", func(tenant) string {
-			return `ALTER TABLE convo.conversations DISABLE TRIGGER conversations_head_log`
+		{"head_log_trigger", "conversations_20_log_direct", "", func(tenant) string {
+			return `ALTER TABLE convo.conversations DISABLE TRIGGER conversations_20_log_direct`
 		}},
-		{"rule_triggers", "messages_fill_tree missing", "", func(tenant) string {
-			return `DROP TRIGGER messages_fill_tree ON convo.messages`
+		{"rule_triggers", "messages_20_guard missing", "", func(tenant) string {
+			return `DROP TRIGGER messages_20_guard ON convo.messages`
 		}},
 		{"no_foreign_triggers", "messages.zz_rewrite", "", func(tenant) string {
 			return `CREATE TRIGGER zz_rewrite BEFORE INSERT ON convo.messages FOR EACH ROW
-				EXECUTE FUNCTION convo_private.messages_fill_tree()`
+				EXECUTE FUNCTION convo_private.messages_guard()`
 		}},
 		{"heads_match_log", "last logged", "", func(n tenant) string {
-			return fmt.Sprintf(`INSERT INTO convo.conversation_head_log (conversation_id, head_message_id, previous_head_id, reason)
-				VALUES ('%s', '%s', (SELECT head_message_id FROM convo.conversations WHERE id = '%s'), 'switch')`, n.conv, n.root, n.conv)
+			return fmt.Sprintf(`INSERT INTO convo.conversation_head_log (conversation_id, seq, head_message_id, previous_head_id, reason)
+				VALUES ('%[1]s', (SELECT max(seq) + 1 FROM convo.conversation_head_log WHERE conversation_id = '%[1]s'), '%[2]s',
+				        (SELECT head_message_id FROM convo.conversations WHERE id = '%[1]s'), 'switch')`, n.conv, n.root)
 		}},
 		{"live_path_index", "live_path rows differ", "", func(n tenant) string {
-			return fmt.Sprintf(`UPDATE convo.live_path SET sibling_count = sibling_count + 1 WHERE conversation_id = '%s' AND depth = 0`, n.conv)
+			return fmt.Sprintf(`UPDATE convo.live_path SET max_depth = max_depth + 1 WHERE conversation_id = '%s' AND min_depth = 0`, n.conv)
 		}},
 		{"effects_linked", "creating calls", "ledger_as_written", func(n tenant) string {
 			return fmt.Sprintf(`INSERT INTO convo.tool_effect_calls (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision,
@@ -635,20 +637,33 @@ func TestSelfCheckFindsEachBreak(t *testing.T) {
 				 WHERE conversation_id = '%s' AND tool_call_id = 'toolu_unregistered'`, n.conv)
 		}},
 		{"ledger_as_written", "amount 1 EUR, its arguments say 500 EUR", "", func(n tenant) string {
-			return ledgerBreak("tool_effects", "tool_effects_transition", fmt.Sprintf(`UPDATE convo.tool_effects SET amount_minor = 1 WHERE id = '%s'`, n.applied))
+			return ledgerBreak("tool_effects", "tool_effects_20_transition", fmt.Sprintf(`UPDATE convo.tool_effects SET amount_minor = 1 WHERE id = '%s'`, n.applied))
 		}},
 		{"ledger_as_written", "reuses effect", "", func(n tenant) string {
-			return ledgerBreak("message_parts", "message_parts_record_tool_call", fmt.Sprintf(`SELECT convo.append_message('%s', 'assistant',
-				'[{"type": "tool_use", "id": "toolu_linked", "name": "buy", "input": {"amount_minor": 1, "currency": "EUR"}}]')`, n.conv)) +
-				fmt.Sprintf(`; INSERT INTO convo.tool_effect_calls (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision,
-				                                                  fork_point_id, tool_name, tool_version)
-				SELECT conversation_id, tool_call_id, message_id, ordinal, '%s', 'reuse',
-				       convo_private.fork_point_of(conversation_id, message_id), 'buy', 1 FROM convo.message_parts
-				 WHERE conversation_id = '%s' AND tool_call_id = 'toolu_linked'`, n.applied, n.conv)
+			// A new call of 1 EUR, its own decision rewritten into a link
+			// to the 500 EUR charge, the effect it had made taken away.
+			return fmt.Sprintf(`SELECT convo.append_message('%s', 'assistant',
+				'[{"type": "tool_use", "id": "toolu_linked", "name": "buy", "input": {"amount_minor": 1, "currency": "EUR"}}]');
+				DO $$
+				DECLARE
+				    v_made uuid := (SELECT effect_id FROM convo.tool_effect_calls WHERE tool_call_id = 'toolu_linked');
+				BEGIN
+				    ALTER TABLE convo.tool_effect_calls DISABLE TRIGGER tool_effect_calls_90_append_only;
+				    ALTER TABLE convo.tool_effect_events DISABLE TRIGGER tool_effect_events_90_append_only;
+				    ALTER TABLE convo.tool_effects DISABLE TRIGGER tool_effects_90_no_delete;
+				    UPDATE convo.tool_effect_calls SET decision = 'reuse', effect_id = '%s' WHERE tool_call_id = 'toolu_linked';
+				    DELETE FROM convo.tool_effect_events WHERE effect_id = v_made;
+				    DELETE FROM convo.tool_effects WHERE id = v_made;
+				    ALTER TABLE convo.tool_effect_calls ENABLE ALWAYS TRIGGER tool_effect_calls_90_append_only;
+				    ALTER TABLE convo.tool_effect_events ENABLE ALWAYS TRIGGER tool_effect_events_90_append_only;
+				    ALTER TABLE convo.tool_effects ENABLE ALWAYS TRIGGER tool_effects_90_no_delete;
+				END;
+				$$`, n.conv, n.applied)
 		}},
 		{"effect_states_consistent", "its events end at compensated", "", func(n tenant) string {
-			return fmt.Sprintf(`INSERT INTO convo.tool_effect_events (conversation_id, effect_id, from_state, to_state)
-				VALUES ('%s', '%s', 'applied', 'compensated')`, n.conv, n.applied)
+			return fmt.Sprintf(`INSERT INTO convo.tool_effect_events (conversation_id, seq, effect_id, from_state, to_state)
+				VALUES ('%[1]s', (SELECT max(seq) + 1 FROM convo.tool_effect_events WHERE conversation_id = '%[1]s'), '%[2]s',
+				        'applied', 'compensated')`, n.conv, n.applied)
 		}},
 		{"row_level_security", "tool_receipts", "", func(tenant) string {
 			return `ALTER TABLE convo.tool_receipts DISABLE ROW LEVEL SECURITY`
@@ -711,7 +726,7 @@ func TestVerify(t *testing.T) {
 	if err != nil || len(checks) < 12 {
 		t.Fatalf("verify on a fresh database: %d checks, %v", len(checks), err)
 	}
-	mustExec(t, pool, `ALTER TABLE convo.conversation_head_log DISABLE TRIGGER conversation_head_log_no_forgery`)
+	mustExec(t, pool, `ALTER TABLE convo.conversation_head_log DISABLE TRIGGER conversation_head_log_10_no_forgery`)
 	checks, err = migrator.Verify(context.Background(), db)
 	if err == nil || !strings.Contains(err.Error(), "1 of 12 checks failed: [append_only_triggers]") || len(checks) != 12 {
 		t.Fatalf("verify after disabling a trigger: %d checks, %v", len(checks), err)

@@ -1,12 +1,12 @@
-// Command apidocs rewrites docs/api.md from the catalog:
+// Command apidocs rewrites docs/api.md and docs/schema.md from the catalog:
 //
-//	go run ./cmd/apidocs            # writes docs/api.md
-//	go run ./cmd/apidocs -o FILE    # writes FILE instead ("-" for stdout)
+//	go run ./cmd/apidocs                      # writes docs/api.md and docs/schema.md
+//	go run ./cmd/apidocs -o FILE -schema FILE # writes those instead ("-" for stdout)
 //
 // It starts a throwaway PostgreSQL server (internal/localpg, as the tests
 // do), migrates its database to the latest version, reads every function and
-// view of schema convo from the catalog (internal/apidocs) and writes the
-// file; the server is then stopped and removed. The output depends only on
+// view of schema convo, and every table and view of convo and convo_private,
+// from the catalog (internal/apidocs) and writes the files; the server is then stopped and removed. The output depends only on
 // the migrations, so a run on an unchanged tree rewrites the same bytes.
 package main
 
@@ -25,15 +25,16 @@ import (
 )
 
 func main() {
-	out := flag.String("o", "docs/api.md", `the file to write ("-" for standard output)`)
+	out := flag.String("o", apidocs.APIPath, `the API reference to write ("-" for standard output)`)
+	schema := flag.String("schema", apidocs.SchemaPath, `the schema reference to write ("-" for standard output)`)
 	flag.Parse()
-	if err := run(context.Background(), *out); err != nil {
+	if err := run(context.Background(), *out, *schema); err != nil {
 		fmt.Fprintln(os.Stderr, "apidocs:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, out string) (err error) {
+func run(ctx context.Context, out, schemaOut string) (err error) {
 	srv, err := localpg.StartEphemeral(ctx, localpg.Options{MaxConnections: 20})
 	if err != nil {
 		if errors.Is(err, localpg.ErrNoBinaries) {
@@ -72,8 +73,20 @@ func run(ctx context.Context, out string) (err error) {
 	} else if len(missing) > 0 {
 		fmt.Fprintf(os.Stderr, "apidocs: without a COMMENT ON (add one in its object file): %v\n", missing)
 	}
+	schema, err := apidocs.GenerateSchema(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if err := write(out, text); err != nil {
+		return err
+	}
+	return write(schemaOut, schema)
+}
+
+// write puts text in the file named out, or on standard output for "-".
+func write(out, text string) error {
 	if out == "-" {
-		_, err = os.Stdout.WriteString(text)
+		_, err := os.Stdout.WriteString(text)
 		return err
 	}
 	if err := os.WriteFile(out, []byte(text), 0o644); err != nil {

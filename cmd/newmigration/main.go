@@ -4,7 +4,8 @@
 //	go run ./cmd/newmigration NAME
 //
 // An object file (sql/functions and sql/views: schema convo, the API;
-// sql/private: schema convo_private, the machinery; sql/triggers: one object
+// sql/private, in a folder by what it serves: schema convo_private, the
+// machinery; sql/triggers: one object
 // each, opening with a "-- name: why" comment) whose text is not in any
 // migration yet is new or changed. The up migration acts as the owner role
 // (ownerPreamble), re-creates each of them (PL/pgSQL functions first, then
@@ -170,11 +171,10 @@ func callsFirst(objects []object, among func(object) bool) []object {
 func readObjects(dir string) ([]object, error) {
 	var objects []object
 	for _, kind := range []string{"functions", "private", "views", "triggers"} {
-		paths, err := filepath.Glob(filepath.Join(dir, kind, "*.sql"))
+		paths, err := objectPaths(filepath.Join(dir, kind))
 		if err != nil {
 			return nil, err
 		}
-		sort.Strings(paths)
 		for _, p := range paths {
 			body, err := os.ReadFile(p)
 			if err != nil {
@@ -184,6 +184,24 @@ func readObjects(dir string) ([]object, error) {
 		}
 	}
 	return objects, nil
+}
+
+// objectPaths lists the .sql files of an object folder and of its
+// subfolders one level down (sql/private groups its functions by what they
+// serve: tree, ledger, ...), sorted by file name: an object's name is its
+// file's, whatever folder holds it.
+func objectPaths(dir string) ([]string, error) {
+	top, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	if err != nil {
+		return nil, err
+	}
+	nested, err := filepath.Glob(filepath.Join(dir, "*", "*.sql"))
+	if err != nil {
+		return nil, err
+	}
+	paths := append(top, nested...)
+	sort.Slice(paths, func(i, j int) bool { return filepath.Base(paths[i]) < filepath.Base(paths[j]) })
+	return paths, nil
 }
 
 // inAny reports whether text stands whole in one of the migrations.

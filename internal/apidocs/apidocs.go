@@ -50,7 +50,10 @@ type view struct {
 }
 
 var (
-	errcodeRe = regexp.MustCompile(`(?i)ERRCODE\s*=\s*'([^']+)'`)
+	// errcodeRe finds what a definition raises: an ERRCODE = '...', or a
+	// pgconvo code spelled as a value (a check that returns its code, as
+	// part_problem does, for a RAISE that takes it from a variable).
+	errcodeRe = regexp.MustCompile(`(?i)ERRCODE\s*=\s*'([^']+)'|'(CV[0-9]{3})'`)
 	callRe    = regexp.MustCompile(`\b(convo|convo_private)\.([a-z_][a-z0-9_]*)\s*\(`)
 	writeRe   = regexp.MustCompile(`(?i)\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+convo\.([a-z_][a-z0-9_]*)`)
 )
@@ -183,7 +186,7 @@ func derive(funcs []function, triggers map[string][]string) map[string]map[strin
 			raises[key], edges[key] = map[string]bool{}, map[string]bool{}
 		}
 		for _, m := range errcodeRe.FindAllStringSubmatch(f.definition, -1) {
-			raises[key][m[1]] = true
+			raises[key][m[1]+m[2]] = true // one of the two is empty
 		}
 		for _, m := range callRe.FindAllStringSubmatch(f.definition, -1) {
 			if callee := m[1] + "." + m[2]; known[callee] && callee != key {
@@ -254,7 +257,8 @@ func render(funcs []function, views []view, raises map[string]map[string]bool) s
 	fmt.Fprintf(&b, "`TestAPIDocsUpToDate` fails when it is stale. Schema `convo` holds %d functions and %d views.\n\n", len(api), len(views))
 	b.WriteString(`Each entry gives the signature with its defaults, the return type, the ` + "`COMMENT ON`" + ` text, the
 roles granted it and the SQLSTATEs it raises. The SQLSTATEs are derived from the source: every
-` + "`ERRCODE = '...'`" + ` in the function's definition, in the functions of ` + "`convo`" + ` and ` + "`convo_private`" + ` it
+` + "`ERRCODE = '...'`" + ` (and every ` + "`'CVnnn'`" + ` a check returns for a RAISE to take) in the function's
+definition, in the functions of ` + "`convo`" + ` and ` + "`convo_private`" + ` it
 calls and in the trigger functions that fire on the tables it writes, transitively. The triggers
 that guard the tables against writes from outside pgconvo (the ` + "`append_only`" + ` and ` + "`head_log`" + `
 guards of ` + "`convo_private.package_triggers()`" + `) are not followed, since pgconvo's own writes pass them.

@@ -76,9 +76,11 @@ func twelveMessages() string {
 
 // callCounts counts the function calls of each callCases call on conv, in a
 // transaction of the superuser's that switches to the application's role
-// and names conv's owner: pg_stat_xact_user_functions counts within the
-// transaction, so the count is exact whatever else runs. The transaction
-// rolls back: nothing it wrote stays.
+// and names conv's owner. pg_stat_xact_user_functions is this backend's
+// count not yet sent to the statistics (which can include earlier
+// transactions of the same connection), so the count is the difference
+// across the call: exact whatever else runs. The transaction rolls back:
+// nothing it wrote stays.
 func (r *run) callCounts(ctx context.Context, conv conversation) ([]CallCount, error) {
 	var target string
 	if err := r.env.admin.QueryRow(ctx, `SELECT message_id::text FROM convo.path($1) WHERE role = 'user'
@@ -101,14 +103,24 @@ func (r *run) callCounts(ctx context.Context, conv conversation) ([]CallCount, e
 			if _, err := tx.Exec(ctx, `SELECT set_config('convo.owner_id', $1, true)`, conv.owner); err != nil {
 				return err
 			}
+			before, err := functionCalls(ctx, tx)
+			if err != nil {
+				return err
+			}
 			if err := c.call(ctx, tx, conv, target); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `RESET ROLE`); err != nil {
+			after, err := functionCalls(ctx, tx)
+			if err != nil {
 				return err
 			}
-			return tx.QueryRow(ctx, `SELECT coalesce(sum(calls), 0), count(*) FROM pg_stat_xact_user_functions
-				WHERE schemaname IN ('convo', 'convo_private')`).Scan(&n.Calls, &n.Distinct)
+			for f, k := range after {
+				if d := k - before[f]; d > 0 {
+					n.Calls += d
+					n.Distinct++
+				}
+			}
+			return nil
 		}()
 		_ = tx.Rollback(ctx)
 		if err != nil {
@@ -118,6 +130,26 @@ func (r *run) callCounts(ctx context.Context, conv conversation) ([]CallCount, e
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// functionCalls is this backend's pending call count of each of pgconvo's
+// functions, by function oid.
+func functionCalls(ctx context.Context, tx pgx.Tx) (map[uint32]int64, error) {
+	rows, err := tx.Query(ctx, `SELECT funcid, calls FROM pg_stat_xact_user_functions
+		WHERE schemaname IN ('convo', 'convo_private')`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint32]int64{}
+	for rows.Next() {
+		var f uint32
+		var k int64
+		if err := rows.Scan(&f, &k); err != nil {
+			return nil, err
+		}
+		out[f] = k
+	}
+	return out, rows.Err()
 }
 
 // CallTable is the call counts in Markdown.

@@ -1,6 +1,7 @@
 -- append_message: a child of the current head (a root if there is none), and
--- the head moves to it. A repeat with the same p_message_id is recognised
--- before any other check and returns the first result, writing nothing.
+-- the head moves to it (reason 'append'), through write_messages. A repeat
+-- with the same p_message_id is recognised before any other check and
+-- returns the first result, writing nothing.
 CREATE OR REPLACE FUNCTION convo.append_message(
     p_conversation_id uuid,
     p_role            text,
@@ -21,13 +22,15 @@ BEGIN
         RAISE EXCEPTION 'p_role and p_parts are required' USING ERRCODE = 'CV011',
             DETAIL = format('conversation %s', p_conversation_id);
     END IF;
-    IF convo_private.is_retry(p_conversation_id, p_message_id, p_role, p_parts, NULL, false) THEN
+    IF p_message_id IS NOT NULL
+       AND convo_private.is_retry(p_conversation_id, p_message_id, p_role, p_parts, NULL, false) THEN
         RETURN p_message_id;
     END IF;
-    PERFORM convo_private.check_expected_head(p_conversation_id, p_expected_head, v_head);
-    INSERT INTO convo.messages (conversation_id, id, parent_id, role, parts)
-    VALUES (p_conversation_id, v_id, v_head, p_role, p_parts);
-    PERFORM convo_private.move_head_to(p_conversation_id, v_id, 'append', p_moved_by);
+    IF p_expected_head IS NOT NULL THEN
+        PERFORM convo_private.check_expected_head(p_conversation_id, p_expected_head, v_head);
+    END IF;
+    PERFORM convo_private.write_messages(p_conversation_id, v_head, ARRAY[v_id], ARRAY[v_head], ARRAY[p_role],
+                                         ARRAY[p_parts], NULL, NULL, NULL, v_id, 'append', p_moved_by);
     RETURN v_id;
 END;
 $$;

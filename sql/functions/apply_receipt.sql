@@ -9,6 +9,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
+    v_now     timestamptz;
 BEGIN
     IF p_result_ref IS NULL OR p_result_ref = '' OR p_http_status IS NULL OR p_http_status NOT BETWEEN 200 AND 299 THEN
         RAISE EXCEPTION 'p_result_ref and a 2xx p_http_status are required'
@@ -27,9 +28,11 @@ BEGIN
                 CASE v_receipt.arguments_valid WHEN true THEN 'valid' WHEN false THEN 'invalid' ELSE 'no' END
             USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
     END IF;
+    v_now := clock_timestamp();
     UPDATE convo.tool_receipts r
-       SET status = 'applied', result_ref = p_result_ref, http_status = p_http_status, settled_at = clock_timestamp()
-     WHERE r.id = p_receipt_id;
+       SET status = 'applied', result_ref = p_result_ref, http_status = p_http_status, settled_at = v_now
+     WHERE r.owner_id = v_receipt.owner_id AND r.id = p_receipt_id;
+    PERFORM convo_private.notify_receipt(p_receipt_id, 'applied', true);
 END;
 $$;
 

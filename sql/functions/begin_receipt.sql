@@ -17,6 +17,7 @@ DECLARE
     v_tool    convo.tools;
     v_digest  text;
     v_receipt convo.tool_receipts;
+    v_now     timestamptz;
 BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' OR p_request IS NULL OR p_tool_name IS NULL THEN
         RAISE EXCEPTION 'p_owner_id, p_tool_name and p_request are required'
@@ -46,12 +47,15 @@ BEGIN
      WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;
     IF NOT FOUND THEN
         v_tool := convo_private.tool_ref(p_tool_name);
-        INSERT INTO convo.tool_receipts (id, owner_id, idempotency_key, tool_name, tool_version, request, request_digest, deadline_at)
+        v_now := clock_timestamp();
+        INSERT INTO convo.tool_receipts (id, owner_id, idempotency_key, tool_name, tool_version, request, request_digest,
+                                         created_at, deadline_at)
         VALUES (gen_random_uuid(), p_owner_id, p_idempotency_key, v_tool.name, v_tool.version, p_request, v_digest,
-                clock_timestamp() + v_tool.deadline)
+                v_now, v_now + v_tool.deadline)
         ON CONFLICT (owner_id, idempotency_key) DO NOTHING
         RETURNING * INTO v_receipt;
         IF FOUND THEN
+            PERFORM convo_private.notify_receipt(v_receipt.id, 'pending', false);
             RETURN QUERY SELECT v_receipt.id, v_receipt.status, v_receipt.http_status, v_receipt.error_code,
                                 v_receipt.result_ref, true;
             RETURN;

@@ -7,6 +7,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_now        timestamptz;
     v_generation convo.generations;
 BEGIN
     PERFORM convo_private.lock_conversation(p_conversation_id);
@@ -18,8 +19,9 @@ BEGIN
         RAISE EXCEPTION 'generation % is %: only a streaming generation is cancelled', p_generation_id, v_generation.state
             USING ERRCODE = 'CV006', DETAIL = format('generation %s, state %s', p_generation_id, v_generation.state);
     END IF;
+    v_now := clock_timestamp();
     UPDATE convo.generations g
-       SET state = 'cancelled', finished_at = clock_timestamp()
+       SET state = 'cancelled', finished_at = v_now
      WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id;
 END;
 $$;

@@ -13,6 +13,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_effect convo.tool_effects;
+    v_now    timestamptz;
 BEGIN
     PERFORM convo_private.lock_conversation(p_conversation_id);
     v_effect := convo_private.effect_ref(p_conversation_id, p_effect_id);
@@ -32,11 +33,11 @@ BEGIN
         RAISE EXCEPTION 'effect % is %: only an applied effect is compensated', p_effect_id, v_effect.state
             USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s, compensated_by %s', p_effect_id, v_effect.state, v_effect.compensated_by);
     END IF;
-    PERFORM convo_private.set_effect_context(convo_private.caller(), p_evidence);
+    v_now := clock_timestamp();
     UPDATE convo.tool_effects e
-       SET state = 'compensated', compensated_by = p_compensated_by, compensated_at = clock_timestamp()
+       SET state = 'compensated', compensated_by = p_compensated_by, compensated_at = v_now
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;
-    PERFORM convo_private.set_effect_context(NULL, NULL);
+    PERFORM convo_private.effect_event(p_conversation_id, p_effect_id, 'applied', 'compensated', convo_private.caller(), p_evidence);
 END;
 $$;
 

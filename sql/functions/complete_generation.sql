@@ -20,6 +20,7 @@ DECLARE
     v_generation convo.generations := convo_private.generation_ref(p_conversation_id, p_generation_id);
     v_message    uuid := gen_random_uuid();
     v_reason     text;
+    v_finished   timestamptz;
 BEGIN
     IF p_parts IS NULL OR p_usage IS NULL OR jsonb_typeof(p_usage) <> 'object' THEN
         RAISE EXCEPTION 'p_parts and p_usage (a JSON object) are required'
@@ -40,24 +41,24 @@ BEGIN
         RAISE EXCEPTION 'p_finish_reason is longer than % characters', convo.max_ref_length()
             USING ERRCODE = 'CV010', DETAIL = format('conversation %s, generation %s', p_conversation_id, p_generation_id);
     END IF;
-    -- 'regenerate' when the prompt already has an answer; messages_fill_tree
+    -- 'regenerate' when the prompt already has an answer; write_messages
     -- makes any other later child a 'branch'.
     v_reason := CASE WHEN EXISTS (SELECT 1 FROM convo.messages c
                                    WHERE c.conversation_id = p_conversation_id
                                      AND c.parent_id = v_generation.prompt_message_id
                                      AND c.role = 'assistant') THEN 'regenerate' END;
-    INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts)
-    VALUES (p_conversation_id, v_message, v_generation.prompt_message_id, 'assistant', v_reason, p_parts);
+    -- The head follows only if it is where it was at begin_generation; a
+    -- head moved away and back again counts as unmoved: the user is looking
+    -- at the prompt the answer is for.
+    PERFORM convo_private.write_messages(p_conversation_id, v_head, ARRAY[v_message],
+        ARRAY[v_generation.prompt_message_id], ARRAY['assistant'], ARRAY[p_parts], ARRAY[v_reason], NULL, NULL,
+        CASE WHEN v_head IS NOT DISTINCT FROM v_generation.head_at_begin THEN v_message END,
+        CASE WHEN v_reason = 'regenerate' THEN 'regenerate' ELSE 'append' END, NULL);
+    v_finished := clock_timestamp();
     UPDATE convo.generations g
        SET state = 'completed', message_id = v_message, usage = p_usage, finish_reason = p_finish_reason,
-           finished_at = clock_timestamp()
+           finished_at = v_finished
      WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id;
-    -- A head moved away and back again counts as unmoved: the user is looking
-    -- at the prompt the answer is for.
-    IF v_head IS NOT DISTINCT FROM v_generation.head_at_begin THEN
-        PERFORM convo_private.move_head_to(p_conversation_id, v_message,
-                                   CASE WHEN v_reason = 'regenerate' THEN 'regenerate' ELSE 'append' END, NULL);
-    END IF;
     RETURN v_message;
 END;
 $$;

@@ -9,7 +9,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_effect convo.tool_effects;
+    v_effect   convo.tool_effects;
+    v_now      timestamptz;
+    v_deadline interval;
 BEGIN
     PERFORM convo_private.lock_conversation(p_conversation_id);
     v_effect := convo_private.effect_ref(p_conversation_id, p_effect_id);
@@ -23,16 +25,17 @@ BEGIN
         RAISE EXCEPTION 'effect % is %: only an effect awaiting confirmation is confirmed', p_effect_id, v_effect.state
             USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s, confirmed_by %s', p_effect_id, v_effect.state, v_effect.confirmed_by);
     END IF;
-    PERFORM convo_private.set_effect_context(p_confirmed_by, '{}');
+    v_now := clock_timestamp();
+    SELECT t.deadline INTO v_deadline FROM convo.tools t
+     WHERE t.name = v_effect.tool_name AND t.version = v_effect.tool_version;
     UPDATE convo.tool_effects e
        SET state = 'pending',
            idempotency_key = 'rerun:' || e.id || ':of:' || e.repeats_effect_id,
            confirmed_by = p_confirmed_by,
-           confirmed_at = clock_timestamp(),
-           deadline_at = clock_timestamp() + (SELECT t.deadline FROM convo.tools t
-                                               WHERE t.name = e.tool_name AND t.version = e.tool_version)
+           confirmed_at = v_now,
+           deadline_at = v_now + v_deadline
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;
-    PERFORM convo_private.set_effect_context(NULL, NULL);
+    PERFORM convo_private.effect_event(p_conversation_id, p_effect_id, 'awaiting_confirmation', 'pending', p_confirmed_by, '{}');
 END;
 $$;
 

@@ -79,8 +79,8 @@ BEGIN
 
     IF p_system_prompt IS NOT NULL THEN
         v_root := gen_random_uuid();
-        INSERT INTO convo.messages (conversation_id, id, role, parts) VALUES (v_id, v_root, 'system', v_parts);
-        PERFORM convo_private.move_head_to(v_id, v_root, 'create', NULL);
+        PERFORM convo_private.write_messages(v_id, NULL, ARRAY[v_root], ARRAY[NULL::uuid], ARRAY['system'],
+                                             ARRAY[v_parts], NULL, NULL, NULL, v_root, 'create', NULL);
     END IF;
     RETURN v_id;
 END;

@@ -9,6 +9,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_effect convo.tool_effects;
+    v_now    timestamptz;
 BEGIN
     PERFORM convo_private.lock_conversation(p_conversation_id);
     v_effect := convo_private.effect_ref(p_conversation_id, p_effect_id);
@@ -25,11 +26,11 @@ BEGIN
         RAISE EXCEPTION 'effect % is %: only an effect awaiting confirmation is declined', p_effect_id, v_effect.state
             USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s', p_effect_id, v_effect.state);
     END IF;
-    PERFORM convo_private.set_effect_context(p_declined_by, '{}');
+    v_now := clock_timestamp();
     UPDATE convo.tool_effects e
-       SET state = 'failed', error_code = 'declined', settled_at = clock_timestamp()
+       SET state = 'failed', error_code = 'declined', settled_at = v_now
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;
-    PERFORM convo_private.set_effect_context(NULL, NULL);
+    PERFORM convo_private.effect_event(p_conversation_id, p_effect_id, 'awaiting_confirmation', 'failed', p_declined_by, '{}');
 END;
 $$;
 

@@ -18,11 +18,11 @@ BEGIN
     IF p_tool_call_id IS NULL THEN
         RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
     END IF;
-    SELECT p.tool_name INTO v_tool_name FROM convo.message_parts p
+    SELECT p.tool_name INTO v_tool_name FROM convo.keyed_parts p
      WHERE p.conversation_id = p_conversation_id AND p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id;
     IF NOT FOUND THEN
         PERFORM convo_private.raise_not_found('tool call', p_tool_call_id, p_conversation_id,
-            (SELECT p.conversation_id FROM convo.message_parts p
+            (SELECT p.conversation_id FROM convo.keyed_parts p
               WHERE p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id LIMIT 1));
     END IF;
 

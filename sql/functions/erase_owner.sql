@@ -8,6 +8,8 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_id uuid;
 BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' THEN
         RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011', DETAIL = 'owner NULL or empty';
@@ -24,8 +26,11 @@ BEGIN
         RAISE EXCEPTION 'p_reason is longer than % characters', convo.max_ref_length()
             USING ERRCODE = 'CV010', DETAIL = format('owner %s', p_owner_id);
     END IF;
-    -- Lock the owner's conversations in one order, as every writer would.
-    PERFORM 1 FROM convo.conversations c WHERE c.owner_id = p_owner_id ORDER BY c.id FOR NO KEY UPDATE;
+    -- Lock the owner's conversations in one order, each by its key, as every
+    -- writer would.
+    FOR v_id IN SELECT c.id FROM convo.conversations c WHERE c.owner_id = p_owner_id ORDER BY c.id LOOP
+        PERFORM 1 FROM convo.conversations c WHERE c.id = v_id FOR NO KEY UPDATE;
+    END LOOP;
     RETURN QUERY
     SELECT e.place, sum(e.rows_redacted)::bigint
       FROM (SELECT x.* FROM convo.conversations c

@@ -9,6 +9,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
+    v_now     timestamptz;
 BEGIN
     IF p_error_code IS NULL OR p_error_code = '' OR p_http_status IS NULL OR p_http_status NOT BETWEEN 400 AND 599 THEN
         RAISE EXCEPTION 'p_error_code and a 4xx or 5xx p_http_status are required'
@@ -25,9 +26,11 @@ BEGIN
         RAISE EXCEPTION 'receipt % is %: only a pending receipt fails', p_receipt_id, v_receipt.status
             USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
     END IF;
+    v_now := clock_timestamp();
     UPDATE convo.tool_receipts r
-       SET status = 'failed', http_status = p_http_status, error_code = p_error_code, settled_at = clock_timestamp()
-     WHERE r.id = p_receipt_id;
+       SET status = 'failed', http_status = p_http_status, error_code = p_error_code, settled_at = v_now
+     WHERE r.owner_id = v_receipt.owner_id AND r.id = p_receipt_id;
+    PERFORM convo_private.notify_receipt(p_receipt_id, 'failed', v_receipt.arguments IS NOT NULL);
 END;
 $$;
 

@@ -12,6 +12,7 @@ AS $$
 DECLARE
     v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
     v_code    text;
+    v_now     timestamptz;
 BEGIN
     IF p_arguments IS NULL OR p_expected IS NULL OR jsonb_typeof(p_expected) <> 'object' THEN
         RAISE EXCEPTION 'p_arguments and p_expected (a JSON object) are required'
@@ -29,19 +30,21 @@ BEGIN
             USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
     END IF;
 
+    v_now := clock_timestamp();
     v_code := CASE
-        WHEN clock_timestamp() > v_receipt.deadline_at THEN 'deadline_exceeded'
+        WHEN v_now > v_receipt.deadline_at THEN 'deadline_exceeded'
         ELSE convo_private.receipt_arguments_error(v_receipt.tool_name, v_receipt.tool_version, p_arguments, p_expected)
     END;
     UPDATE convo.tool_receipts r
        SET arguments = p_arguments, expected = p_expected, arguments_valid = (v_code IS NULL),
-           filled_at = clock_timestamp(),
+           filled_at = v_now,
            status = CASE WHEN v_code IS NULL THEN 'pending' ELSE 'failed' END,
            http_status = CASE WHEN v_code IS NULL THEN NULL WHEN v_code = 'deadline_exceeded' THEN 504 ELSE 422 END,
            error_code = v_code,
-           settled_at = CASE WHEN v_code IS NOT NULL THEN clock_timestamp() END
-     WHERE r.id = p_receipt_id
+           settled_at = CASE WHEN v_code IS NOT NULL THEN v_now END
+     WHERE r.owner_id = v_receipt.owner_id AND r.id = p_receipt_id
     RETURNING r.status, r.http_status, r.error_code INTO v_receipt.status, v_receipt.http_status, v_receipt.error_code;
+    PERFORM convo_private.notify_receipt(p_receipt_id, v_receipt.status, true);
     RETURN QUERY SELECT v_receipt.status, v_receipt.http_status, v_receipt.error_code;
 END;
 $$;

@@ -12,9 +12,9 @@
 -- have been sent, is kept). The restore is recorded in convo.imports (who:
 -- the caller; when; the document's keyed digest), and every row it writes
 -- names that record (import_id), so a restored row is told from one
--- written here. The rows go in through the tables' own triggers, in an
--- order they accept (parents first, effects through their transitions).
--- A repeat is a no-op returning the id; the id with other content is CV009.
+-- written here. The tree goes in through write_messages, the rest as the
+-- document has it, once checked. A repeat is a no-op returning the id; the
+-- id with other content is CV009.
 CREATE OR REPLACE FUNCTION convo.import_conversation(p_owner_id text, p_export jsonb)
 RETURNS uuid
 LANGUAGE plpgsql
@@ -37,7 +37,12 @@ DECLARE
     v_digest    text;
     v_existing  convo.conversations;
     v_problem   text;
-    v_steps     int;
+    v_ids       uuid[];
+    v_parents   uuid[];
+    v_roles     text[];
+    v_parts     jsonb[];
+    v_reasons   text[];
+    v_times     timestamptz[];
     v_state     text;
     v_table     text;
     v_constraint text;
@@ -146,47 +151,42 @@ BEGIN
         SELECT v_id, i.id, i.owner_id, i.format, i.source_key, i.digest, i.imported_by, i.imported_at, v_import
           FROM jsonb_populate_recordset(NULL::convo.imports, p_export -> 'imports') i;
 
-        -- From here the triggers keep the exported stamps (is_import).
-        INSERT INTO convo_private.importing (conversation_id) VALUES (v_id);
-        PERFORM set_config('convo.importing', v_id::text, true);
-
-        -- Origins first, as the imports write them (the foreign key to the
-        -- message is deferred).
+        -- Origins first (their foreign key to the message is deferred), then
+        -- the tree through write_messages: parents first, siblings in order,
+        -- with their times and the restore's record (so no ledger decision:
+        -- the document's are restored below); the head does not move there,
+        -- its log is the document's.
         INSERT INTO convo.import_origins (conversation_id, message_id, source, node_key, node)
         SELECT v_id, o.message_id, o.source, o.node_key, o.node
           FROM jsonb_populate_recordset(NULL::convo.import_origins, p_export -> 'origins') o;
+        SELECT array_agg(m.id ORDER BY m.depth, m.sibling_index), array_agg(m.parent_id ORDER BY m.depth, m.sibling_index),
+               array_agg(m.role ORDER BY m.depth, m.sibling_index), array_agg(m.parts ORDER BY m.depth, m.sibling_index),
+               array_agg(m.branch_reason ORDER BY m.depth, m.sibling_index),
+               array_agg(m.created_at ORDER BY m.depth, m.sibling_index)
+          INTO v_ids, v_parents, v_roles, v_parts, v_reasons, v_times
+          FROM jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m;
+        PERFORM convo_private.write_messages(v_id, NULL, v_ids, v_parents, v_roles, v_parts, v_reasons, v_times,
+                                             v_import, NULL, NULL, NULL);
 
-        INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, parts, created_at, import_id)
-        SELECT v_id, m.id, m.parent_id, m.role, m.branch_reason, m.parts, m.created_at, v_import
-          FROM jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m
-         ORDER BY m.depth, m.sibling_index;
-
-        -- The head log, numbered here in the document's order.
+        -- The head log, numbered here from 1 in the document's order, the
+        -- head where it ends, and the live path to it.
         INSERT INTO convo.conversation_head_log
-            (conversation_id, head_message_id, previous_head_id, moved_at, moved_by, reason, source_seq, import_id)
-        SELECT v_id, l.head_message_id, l.previous_head_id, l.moved_at, l.moved_by, l.reason, l.seq, v_import
-          FROM jsonb_populate_recordset(NULL::convo.conversation_head_log, p_export -> 'head_log') l
-         ORDER BY l.seq;
-        UPDATE convo.conversations c SET head_message_id = (v_conv ->> 'head_message_id')::uuid
-         WHERE c.id = v_id AND v_conv ->> 'head_message_id' IS NOT NULL;
+            (conversation_id, seq, head_message_id, previous_head_id, moved_at, moved_by, reason, source_seq, import_id)
+        SELECT v_id, row_number() OVER (ORDER BY l.seq), l.head_message_id, l.previous_head_id, l.moved_at, l.moved_by,
+               l.reason, l.seq, v_import
+          FROM jsonb_populate_recordset(NULL::convo.conversation_head_log, p_export -> 'head_log') l;
+        IF v_conv ->> 'head_message_id' IS NOT NULL THEN
+            UPDATE convo.conversations c SET head_message_id = (v_conv ->> 'head_message_id')::uuid WHERE c.id = v_id;
+            PERFORM convo_private.move_live_path(v_id, (v_conv ->> 'head_message_id')::uuid);
+        END IF;
 
-        -- Generations begin streaming, then end as they did.
-        INSERT INTO convo.generations (conversation_id, id, prompt_message_id, head_at_begin, model, params,
-                                       request_digest, state, started_at, import_id)
-        SELECT v_id, g.id, g.prompt_message_id, g.head_at_begin, g.model, g.params, g.request_digest, 'streaming', g.started_at,
-               v_import
-          FROM jsonb_populate_recordset(NULL::convo.generations, p_export -> 'generations') g;
-        UPDATE convo.generations x
-           SET state = g.state, message_id = g.message_id, usage = g.usage, finish_reason = g.finish_reason,
-               error_code = g.error_code, error = g.error, finished_at = g.finished_at
-          FROM jsonb_populate_recordset(NULL::convo.generations, p_export -> 'generations') g
-         WHERE x.conversation_id = v_id AND x.id = g.id AND g.state IS DISTINCT FROM 'streaming';
+        -- Generations as they stand.
+        INSERT INTO convo.generations
+        SELECT r.* FROM jsonb_array_elements(p_export -> 'generations') j (elem),
+               LATERAL jsonb_populate_record(NULL::convo.generations,
+                                             j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import)) r;
 
-        -- Effects enter at their first event's state, each column a later
-        -- transition sets still unset (a confirmed re-run under its scope
-        -- key), then take each later event as an UPDATE that the state
-        -- machine checks (tool_effects_transition), in the order of
-        -- requested_at, so that a re-run follows the effect it repeats. The
+        -- Effects as they stand (their event chains were checked above). The
         -- scope key is computed here (scope_key, this database's secret)
         -- from the creating call's input, unless erasure left none; the
         -- idempotency key is the document's, which may have been sent,
@@ -205,59 +205,23 @@ BEGIN
                       WHERE k.decision IN ('execute', 'confirm', 'rejected')
                         AND (m.parts -> k.ordinal)::text <> convo_private.redact_part(m.parts -> k.ordinal)::text) q
             ON q.effect_id::text = j.elem ->> 'id'
-          LEFT JOIN (SELECT v.effect_id,
-                            (array_agg(v.to_state ORDER BY v.seq))[1] AS first_state,
-                            array_agg(c.col) FILTER (WHERE c.col IS NOT NULL) AS later
-                       FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events') v
-                       LEFT JOIN convo.effect_transitions tr ON tr.from_state = v.from_state AND tr.to_state = v.to_state
-                                                             AND v.from_state <> 'requested'
-                       LEFT JOIN LATERAL unnest(tr.changes) c (col) ON true
-                      GROUP BY v.effect_id) s ON s.effect_id::text = j.elem ->> 'id'
           CROSS JOIN LATERAL jsonb_populate_record(NULL::convo.tool_effects,
-              j.elem || jsonb_build_object('conversation_id', v_id, 'state', s.first_state, 'import_id', v_import,
+              j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import,
                                            'scope_key', coalesce(to_jsonb(q.scope_key), j.elem -> 'scope_key'))
-                    || CASE WHEN s.first_state = 'awaiting_confirmation' OR q.decision = 'rejected'
+                    || CASE WHEN j.elem ->> 'state' = 'awaiting_confirmation' OR q.decision = 'rejected'
                             THEN jsonb_build_object('idempotency_key', coalesce(to_jsonb(q.scope_key), j.elem -> 'scope_key'))
-                            ELSE '{}' END
-                    || coalesce((SELECT jsonb_object_agg(u.col, CASE WHEN u.col = 'deadline_at' THEN j.elem -> 'deadline_at'
-                                                                     ELSE 'null' END)
-                                   FROM unnest(s.later) u (col) WHERE u.col <> 'idempotency_key'), '{}')) r
-         ORDER BY r.requested_at, r.id;
-        SELECT max(n) INTO v_steps
-          FROM (SELECT count(*) AS n FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events') v
-                 GROUP BY v.effect_id) x;
-        FOR v_step IN 2 .. coalesce(v_steps, 1) LOOP
-            UPDATE convo.tool_effects x
-               SET state = s.to_state,
-                   idempotency_key = CASE WHEN 'idempotency_key' = ANY (s.changes) THEN f.idempotency_key ELSE x.idempotency_key END,
-                   deadline_at = CASE WHEN 'deadline_at' = ANY (s.changes) THEN f.deadline_at ELSE x.deadline_at END,
-                   confirmed_by = CASE WHEN 'confirmed_by' = ANY (s.changes) THEN f.confirmed_by ELSE x.confirmed_by END,
-                   confirmed_at = CASE WHEN 'confirmed_at' = ANY (s.changes) THEN f.confirmed_at ELSE x.confirmed_at END,
-                   settled_at = CASE WHEN 'settled_at' = ANY (s.changes) THEN f.settled_at ELSE x.settled_at END,
-                   external_ref = CASE WHEN 'external_ref' = ANY (s.changes) THEN f.external_ref ELSE x.external_ref END,
-                   http_status = CASE WHEN 'http_status' = ANY (s.changes) THEN f.http_status ELSE x.http_status END,
-                   error_code = CASE WHEN 'error_code' = ANY (s.changes) THEN f.error_code ELSE x.error_code END,
-                   compensated_by = CASE WHEN 'compensated_by' = ANY (s.changes) THEN f.compensated_by ELSE x.compensated_by END,
-                   compensated_at = CASE WHEN 'compensated_at' = ANY (s.changes) THEN f.compensated_at ELSE x.compensated_at END
-              FROM (SELECT v.effect_id, v.to_state, tr.changes
-                      FROM (SELECT v.*, row_number() OVER (PARTITION BY v.effect_id ORDER BY v.seq) AS n
-                              FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events') v) v
-                      JOIN convo.effect_transitions tr ON tr.from_state = v.from_state AND tr.to_state = v.to_state
-                     WHERE v.n = v_step) s,
-                   jsonb_populate_recordset(NULL::convo.tool_effects, p_export -> 'effects') f
-             WHERE x.conversation_id = v_id AND x.id = s.effect_id AND f.id = s.effect_id;
-        END LOOP;
+                            ELSE '{}' END) r;
 
         INSERT INTO convo.tool_effect_calls
         SELECT r.* FROM jsonb_array_elements(p_export -> 'tool_calls') j (elem),
                LATERAL jsonb_populate_record(NULL::convo.tool_effect_calls,
                                              j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import)) r;
-        -- The event log, numbered here in the document's order.
+        -- The event log, numbered here from 1 in the document's order.
         INSERT INTO convo.tool_effect_events
-            (conversation_id, effect_id, from_state, to_state, actor, evidence, at, source_seq, import_id)
-        SELECT v_id, v.effect_id, v.from_state, v.to_state, v.actor, v.evidence, v.at, v.seq, v_import
-          FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events') v
-         ORDER BY v.seq;
+            (conversation_id, seq, effect_id, from_state, to_state, actor, evidence, at, source_seq, import_id)
+        SELECT v_id, row_number() OVER (ORDER BY v.seq), v.effect_id, v.from_state, v.to_state, v.actor, v.evidence, v.at,
+               v.seq, v_import
+          FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events') v;
 
         -- The record of earlier erasures, recorded by this transaction.
         INSERT INTO convo.erasures (owner_id, id, conversation_id, reason, erased_by, erased_at, import_id)
@@ -267,9 +231,6 @@ BEGIN
         SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted
           FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
                LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
-
-        DELETE FROM convo_private.importing i WHERE i.conversation_id = v_id AND i.xact = pg_current_xact_id();
-        PERFORM set_config('convo.importing', '', true);
 
         -- The ledger is one the API could have written (ledger_problems):
         -- decisions that follow from the tool versions, links within a

@@ -1,6 +1,7 @@
--- move_head: a branch switch: the head names any message of the conversation.
--- p_reason is free text in lower snake case; 'create' and 'direct_update'
--- are kept for the database's own log rows.
+-- move_head: a branch switch: the head names any message of the conversation,
+-- moved through write_messages (no new message). p_reason is free text in
+-- lower snake case; 'create' and 'direct_update' are kept for the
+-- database's own log rows. Moving to where the head is writes nothing.
 CREATE OR REPLACE FUNCTION convo.move_head(
     p_conversation_id uuid,
     p_message_id      uuid,
@@ -22,8 +23,11 @@ BEGIN
     END IF;
     v_head := convo_private.lock_conversation(p_conversation_id);
     PERFORM convo_private.message_ref(p_conversation_id, p_message_id);
-    PERFORM convo_private.check_expected_head(p_conversation_id, p_expected_head, v_head);
-    PERFORM convo_private.move_head_to(p_conversation_id, p_message_id, p_reason, p_moved_by);
+    IF p_expected_head IS NOT NULL THEN
+        PERFORM convo_private.check_expected_head(p_conversation_id, p_expected_head, v_head);
+    END IF;
+    PERFORM convo_private.write_messages(p_conversation_id, v_head, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                         p_message_id, p_reason, p_moved_by);
 END;
 $$;
 

@@ -13,15 +13,17 @@ DECLARE
     v_bad text[];
 BEGIN
     -- Triggers: each of the package's present and ENABLE ALWAYS (so neither
-    -- session_replication_role nor a plain ENABLE skips it), by what it guards.
+    -- session_replication_role nor a plain ENABLE skips it), by what it
+    -- guards; a view's trigger present and enabled (a view cannot be
+    -- written in replica mode anyway: its INSERT writes nothing).
     FOR check_name, v_bad IN
         SELECT g.guards, array_agg(g.table_name || '.' || g.trigger_name || ' '
                                    || CASE WHEN tg.oid IS NULL THEN 'missing' ELSE 'enabled=' || tg.tgenabled::text END
                                    ORDER BY g.table_name, g.trigger_name)
-                             FILTER (WHERE tg.oid IS NULL OR tg.tgenabled <> 'A')
+                             FILTER (WHERE tg.oid IS NULL OR (tg.tgenabled <> 'A' AND NOT (rel.relkind = 'v' AND tg.tgenabled = 'O')))
           FROM convo_private.package_triggers() g
-          LEFT JOIN pg_trigger tg ON tg.tgname = g.trigger_name
-               AND tg.tgrelid = to_regclass('convo.' || g.table_name)
+          LEFT JOIN pg_class rel ON rel.oid = to_regclass('convo.' || g.table_name)
+          LEFT JOIN pg_trigger tg ON tg.tgname = g.trigger_name AND tg.tgrelid = rel.oid
          GROUP BY g.guards
     LOOP
         check_name := CASE check_name WHEN 'append_only' THEN 'append_only_triggers'
@@ -62,16 +64,20 @@ BEGIN
                         coalesce(array_to_string(v_bad[1:10], '; '), 'every head is its last logged move');
 
     -- The live-path index (convo.live_path, what path reads) holds exactly
-    -- the path from the root to each head, with its sibling counts, walked
-    -- from the tree here. Repair: convo_private.rebuild_live_path(id).
+    -- the segments of the path from the root to each head (each branch it
+    -- runs through, from where the branch starts to the deepest of it on
+    -- the path), walked from the tree here. Repair:
+    -- convo_private.rebuild_live_path(id).
     SELECT array_agg(x.id ORDER BY x.id) INTO v_bad FROM (
         SELECT 'conversation ' || c.id || ': ' || d.n || ' live_path rows differ from the path to its head' AS id
           FROM convo.conversations c
          CROSS JOIN LATERAL (
                SELECT count(*) AS n
-                 FROM convo_private.path_from(c.id, c.head_message_id, NULL) p
-                 FULL JOIN (SELECT l.* FROM convo.live_path l WHERE l.conversation_id = c.id) l ON l.depth = p.depth
-                WHERE p.message_id IS DISTINCT FROM l.message_id OR p.sibling_count IS DISTINCT FROM l.sibling_count) d
+                 FROM (SELECT s.branch_id, b.depth AS min_depth, s.max_depth
+                         FROM convo_private.path_segments(c.id, c.head_message_id) s
+                         JOIN convo.messages b ON b.conversation_id = c.id AND b.id = s.branch_id) p
+                 FULL JOIN (SELECT l.* FROM convo.live_path l WHERE l.conversation_id = c.id) l ON l.branch_id = p.branch_id
+                WHERE (p.min_depth, p.max_depth) IS DISTINCT FROM (l.min_depth, l.max_depth)) d
          WHERE d.n > 0
         UNION ALL
         SELECT 'live_path rows of conversation ' || l.conversation_id || ', which does not exist'
@@ -93,7 +99,7 @@ BEGIN
         UNION ALL
         SELECT 'call ' || l.tool_call_id || ' of conversation ' || l.conversation_id || ' links a part that is not its tool_use'
           FROM convo.tool_effect_calls l
-          JOIN convo.message_parts p
+          JOIN convo.keyed_parts p
             ON p.conversation_id = l.conversation_id AND p.message_id = l.message_id AND p.ordinal = l.ordinal
           LEFT JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
          WHERE p.type <> 'tool_use' OR p.tool_call_id <> l.tool_call_id
@@ -139,7 +145,7 @@ BEGIN
     -- once per call (sees_owner, writes_owner), which keeps the path at the
     -- cost of a flat read; any other role is bound by the policies.
     SELECT array_agg(t.name ORDER BY t.name) INTO v_bad
-      FROM unnest(ARRAY['conversations', 'messages', 'message_parts', 'conversation_head_log', 'generations',
+      FROM unnest(ARRAY['conversations', 'messages', 'keyed_parts', 'conversation_head_log', 'generations',
                         'tool_effects', 'tool_effect_calls', 'tool_effect_events', 'tool_receipts',
                         'erasures', 'erasure_places', 'live_path',
                         'import_origins', 'imports']) AS t (name)

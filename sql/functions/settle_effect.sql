@@ -16,6 +16,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_effect convo.tool_effects;
+    v_now    timestamptz;
 BEGIN
     PERFORM convo_private.lock_conversation(p_conversation_id);
     v_effect := convo_private.effect_ref(p_conversation_id, p_effect_id);
@@ -61,12 +62,12 @@ BEGIN
         RAISE EXCEPTION 'effect % is %: only a pending effect settles', p_effect_id, v_effect.state
             USING ERRCODE = 'CV006', DETAIL = format('effect %s, state %s, asked %s', p_effect_id, v_effect.state, p_state);
     END IF;
-    PERFORM convo_private.set_effect_context(convo_private.caller(), p_evidence);
+    v_now := clock_timestamp();
     UPDATE convo.tool_effects e
        SET state = p_state, external_ref = p_external_ref, http_status = p_http_status,
-           error_code = p_error_code, settled_at = clock_timestamp()
+           error_code = p_error_code, settled_at = v_now
      WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id;
-    PERFORM convo_private.set_effect_context(NULL, NULL);
+    PERFORM convo_private.effect_event(p_conversation_id, p_effect_id, 'pending', p_state, convo_private.caller(), p_evidence);
 END;
 $$;
 

@@ -1,0 +1,58 @@
+-- package_triggers: every trigger pgconvo puts on its tables (and on its
+-- view message_parts), by what it guards: append_only (refuse_change,
+-- refuse_forgery), head_log (the conversation's guard and the logging of
+-- direct head updates) and rule (the tree's and the ledger's guards, the
+-- state machines). Each table's triggers are numbered in the order they fire
+-- (PostgreSQL fires them by name): 10 who may write, 20 what a row must be,
+-- 30 what follows, 90 append-only. self_check requires each present and
+-- ENABLE ALWAYS (a view's are enabled as views allow), and no other trigger
+-- on the package's tables.
+CREATE OR REPLACE FUNCTION convo_private.package_triggers()
+RETURNS TABLE (table_name text, trigger_name text, guards text)
+LANGUAGE sql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT t.table_name, t.trigger_name, t.guards
+      FROM (VALUES
+        ('conversations', 'conversations_10_guard', 'head_log'),
+        ('conversations', 'conversations_20_log_direct', 'head_log'),
+        ('conversations', 'conversations_90_no_delete', 'append_only'),
+        ('messages', 'messages_20_guard', 'rule'),
+        ('messages', 'messages_30_no_update', 'append_only'),
+        ('messages', 'messages_90_append_only', 'append_only'),
+        ('keyed_parts', 'keyed_parts_10_no_forgery', 'append_only'),
+        ('keyed_parts', 'keyed_parts_20_guard', 'rule'),
+        ('keyed_parts', 'keyed_parts_90_append_only', 'append_only'),
+        ('conversation_head_log', 'conversation_head_log_10_no_forgery', 'append_only'),
+        ('conversation_head_log', 'conversation_head_log_90_append_only', 'append_only'),
+        ('live_path', 'live_path_10_no_forgery', 'append_only'),
+        ('generations', 'generations_20_transition', 'rule'),
+        ('generations', 'generations_90_no_delete', 'append_only'),
+        ('tools', 'tools_10_no_forgery', 'append_only'),
+        ('tools', 'tools_90_append_only', 'append_only'),
+        ('effect_transitions', 'effect_transitions_90_fixed', 'append_only'),
+        ('tool_effects', 'tool_effects_10_no_forgery', 'append_only'),
+        ('tool_effects', 'tool_effects_20_transition', 'rule'),
+        ('tool_effects', 'tool_effects_30_log_direct', 'rule'),
+        ('tool_effects', 'tool_effects_90_no_delete', 'append_only'),
+        ('tool_effect_calls', 'tool_effect_calls_10_no_forgery', 'append_only'),
+        ('tool_effect_calls', 'tool_effect_calls_90_append_only', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_10_no_forgery', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_30_no_update', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_90_append_only', 'append_only'),
+        ('tool_receipts', 'tool_receipts_10_no_forgery', 'append_only'),
+        ('tool_receipts', 'tool_receipts_20_transition', 'rule'),
+        ('tool_receipts', 'tool_receipts_90_no_delete', 'append_only'),
+        ('erasures', 'erasures_10_no_forgery', 'append_only'),
+        ('erasures', 'erasures_90_append_only', 'append_only'),
+        ('erasure_places', 'erasure_places_10_no_forgery', 'append_only'),
+        ('erasure_places', 'erasure_places_90_append_only', 'append_only'),
+        ('import_origins', 'import_origins_10_no_forgery', 'append_only'),
+        ('import_origins', 'import_origins_30_no_update', 'append_only'),
+        ('import_origins', 'import_origins_90_append_only', 'append_only'),
+        ('imports', 'imports_10_no_forgery', 'append_only'),
+        ('imports', 'imports_30_no_update', 'append_only'),
+        ('imports', 'imports_90_append_only', 'append_only'),
+        ('message_parts', 'message_parts_10_refuse', 'append_only')) AS t (table_name, trigger_name, guards);
+END;

@@ -1,0 +1,43 @@
+-- generations_transition: a generation starts streaming and ends once:
+-- streaming to completed, failed or cancelled, and an ended generation never
+-- changes; its identity (prompt, model, params, digest, start) never changes
+-- at all, and its answer is an assistant child of its prompt. CV006. It
+-- guards every write outside pgconvo's code (whose entries, and erasure,
+-- write only such rows).
+CREATE OR REPLACE FUNCTION convo_private.generations_transition()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.state <> 'streaming' THEN
+            RAISE EXCEPTION 'a generation starts streaming, not %', NEW.state
+                USING ERRCODE = 'CV006', DETAIL = format('generation %s', NEW.id);
+        END IF;
+        RETURN NEW;
+    END IF;
+    IF (NEW.conversation_id, NEW.id, NEW.prompt_message_id, NEW.head_at_begin, NEW.model, NEW.params::text,
+        NEW.request_digest, NEW.started_at)
+       IS DISTINCT FROM
+       (OLD.conversation_id, OLD.id, OLD.prompt_message_id, OLD.head_at_begin, OLD.model, OLD.params::text,
+        OLD.request_digest, OLD.started_at) THEN
+        RAISE EXCEPTION 'a generation''s prompt, model, params, digest and start never change'
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s', OLD.id);
+    END IF;
+    IF to_jsonb(NEW)::text <> to_jsonb(OLD)::text AND NOT (OLD.state = 'streaming' AND NEW.state IN ('completed', 'failed', 'cancelled')) THEN
+        RAISE EXCEPTION 'a generation cannot go from % to %', OLD.state, NEW.state
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s', OLD.id),
+                  HINT = 'A generation goes from streaming to completed, failed or cancelled, once.';
+    END IF;
+    IF NEW.state = 'completed' AND OLD.state = 'streaming'
+       AND NOT EXISTS (SELECT 1 FROM convo.messages m
+                        WHERE m.conversation_id = NEW.conversation_id AND m.id = NEW.message_id
+                          AND m.parent_id = NEW.prompt_message_id AND m.role = 'assistant') THEN
+        RAISE EXCEPTION 'a completed generation''s message is an assistant answer to its prompt'
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s, message %s, prompt %s', OLD.id, NEW.message_id, OLD.prompt_message_id);
+    END IF;
+    RETURN NEW;
+END;
+$$;

@@ -1,7 +1,0 @@
--- erasures_no_forgery: only erase_conversation and erase_owner record an
--- erasure (refuse_forgery), and a recorded erasure is what lets the
--- redaction past the append-only triggers; any other role gets CV005.
-CREATE OR REPLACE TRIGGER erasures_no_forgery
-    BEFORE INSERT ON convo.erasures
-    FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_forgery();
-ALTER TABLE convo.erasures ENABLE ALWAYS TRIGGER erasures_no_forgery;

@@ -1,6 +1,0 @@
--- imports_append_only: the record of imports is never deleted: DELETE and
--- TRUNCATE are refused for every role (UPDATE: imports_erasure_only).
-CREATE OR REPLACE TRIGGER imports_append_only
-    BEFORE DELETE OR TRUNCATE ON convo.imports
-    FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_change();
-ALTER TABLE convo.imports ENABLE ALWAYS TRIGGER imports_append_only;

@@ -1,6 +1,0 @@
--- tool_receipts_no_forgery: rows of convo.tool_receipts are written only by pgconvo's own
--- code (refuse_forgery); any other role, whatever its privileges, gets CV005.
-CREATE OR REPLACE TRIGGER tool_receipts_no_forgery
-    BEFORE INSERT OR UPDATE ON convo.tool_receipts
-    FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_forgery();
-ALTER TABLE convo.tool_receipts ENABLE ALWAYS TRIGGER tool_receipts_no_forgery;

@@ -23,31 +23,33 @@ DECLARE
     v_seq    bigint;
     v_depth  int;
     v_parent uuid;
-    v_branch uuid;
     v_sib    int;
 BEGIN
-    v_seq := coalesce((SELECT l.seq FROM convo.conversation_head_log l
-                        WHERE l.conversation_id = p_conversation_id ORDER BY l.seq DESC LIMIT 1), 0) + 1;
     INSERT INTO convo.conversation_head_log
         (conversation_id, seq, head_message_id, previous_head_id, moved_by, reason, import_id)
-    VALUES (p_conversation_id, v_seq, p_head, p_old_head, p_moved_by, p_reason, p_import_id);
+    SELECT p_conversation_id, coalesce(max(l.seq), 0) + 1, p_head, p_old_head, p_moved_by, p_reason, p_import_id
+      FROM convo.conversation_head_log l
+     WHERE l.conversation_id = p_conversation_id
+    RETURNING seq INTO v_seq;
 
-    SELECT m.depth, m.parent_id, m.branch_id, m.sibling_index INTO v_depth, v_parent, v_branch, v_sib
+    -- An append that continues the head's branch (the new head its first
+    -- child) grows the last segment, in one statement; anything else reads
+    -- the new head and moves the path.
+    UPDATE convo.live_path l SET max_depth = m.depth
       FROM convo.messages m
-     WHERE m.conversation_id = p_conversation_id AND m.id = p_head;
-    IF p_old_head IS NOT NULL AND v_parent = p_old_head AND v_sib = 1 THEN
-        -- A first child continues its parent's branch: the last segment grows.
-        UPDATE convo.live_path l SET max_depth = v_depth
-         WHERE l.conversation_id = p_conversation_id AND l.branch_id = v_branch AND l.max_depth = v_depth - 1;
-        IF NOT FOUND THEN
+     WHERE m.conversation_id = p_conversation_id AND m.id = p_head AND m.parent_id = p_old_head AND m.sibling_index = 1
+       AND l.conversation_id = p_conversation_id AND l.branch_id = m.branch_id AND l.max_depth = m.depth - 1;
+    IF NOT FOUND THEN
+        SELECT m.depth, m.parent_id, m.sibling_index INTO v_depth, v_parent, v_sib
+          FROM convo.messages m
+         WHERE m.conversation_id = p_conversation_id AND m.id = p_head;
+        IF p_old_head IS NOT NULL AND v_parent = p_old_head AND v_sib > 1 THEN
+            -- A later child starts a branch of its own: one new segment.
+            INSERT INTO convo.live_path (conversation_id, min_depth, branch_id, max_depth)
+            VALUES (p_conversation_id, v_depth, p_head, v_depth);
+        ELSE
             PERFORM convo_private.move_live_path(p_conversation_id, p_head);
         END IF;
-    ELSIF p_old_head IS NOT NULL AND v_parent = p_old_head THEN
-        -- A later child starts a branch of its own: one new segment.
-        INSERT INTO convo.live_path (conversation_id, min_depth, branch_id, max_depth)
-        VALUES (p_conversation_id, v_depth, p_head, v_depth);
-    ELSE
-        PERFORM convo_private.move_live_path(p_conversation_id, p_head);
     END IF;
 
     IF current_setting('convo.notify', true) IS DISTINCT FROM 'off' THEN

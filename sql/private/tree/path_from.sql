@@ -2,7 +2,8 @@
 -- returns it: the segments of the live-path index when p_head_id is the
 -- head (the path to a message never changes), else walked from the tree
 -- (path_segments), each segment one index range scan. sibling_count comes
--- from the few siblings after the first (messages_forks_idx), counting,
+-- from the few siblings after the first (messages_forks_idx), read once
+-- into an object by parent that each row looks up (as path does), counting,
 -- when p_at is given, only those created by then: the "< 1/2 >" the
 -- customer saw at that instant (sibling_index is creation order, so it holds).
 CREATE OR REPLACE FUNCTION convo_private.path_from(p_conversation_id uuid, p_head_id uuid, p_at timestamptz)
@@ -15,6 +16,7 @@ AS $$
 DECLARE
     v_branches uuid[];
     v_depths   int[];
+    v_forks    jsonb;  -- parent id ('' for the roots) to its children's count, for parents of more than one
 BEGIN
     IF p_head_id IS NULL THEN
         RETURN;
@@ -26,16 +28,15 @@ BEGIN
         SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_branches, v_depths
           FROM convo_private.path_segments(p_conversation_id, p_head_id) s;
     END IF;
+    SELECT jsonb_object_agg(coalesce(f.parent_id::text, ''), f.n) INTO v_forks
+      FROM (SELECT f.parent_id, max(f.sibling_index) AS n
+              FROM convo.messages f
+             WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
+               AND (p_at IS NULL OR f.created_at <= p_at)
+             GROUP BY f.parent_id) f;
     RETURN QUERY
-    WITH forks AS MATERIALIZED (
-        SELECT f.parent_id, max(f.sibling_index) AS sibling_count
-          FROM convo.messages f
-         WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
-           AND (p_at IS NULL OR f.created_at <= p_at)
-         GROUP BY f.parent_id
-    )
     SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
-           coalesce((SELECT f.sibling_count FROM forks f WHERE f.parent_id IS NOT DISTINCT FROM m.parent_id), 1)::int
+           coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1)
       FROM unnest(v_branches, v_depths) AS s (branch_id, max_depth)
       JOIN convo.messages m
         ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth

@@ -36,6 +36,10 @@ CREATE OR REPLACE FUNCTION convo_private.write_messages(
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+-- Its statements are shaped by the arrays, not their values: a plan made
+-- for one call serves every call (PostgreSQL would otherwise plan them anew
+-- each time, at a cost above the statements').
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_n       int := coalesce(cardinality(p_ids), 0);
@@ -48,9 +52,15 @@ DECLARE
     v_branch  uuid[] := '{}';
     v_reason  text[] := '{}';
     v_missing int;     -- a new message whose parent is nowhere
-    v_bad     record;
-    v_keyed   boolean;
-    v_calls   boolean;
+    v_bad_i   int;     -- the first problem: its message, its part (0: the message itself),
+    v_bad_ordinal int; -- and {SQLSTATE, message, what to add to the DETAIL, hint}
+    v_problem text[];
+    v_link_i  int;     -- the first problem with a call id or a result's call
+    v_link_ordinal int;
+    v_link_problem text[];
+    v_keyed   boolean; -- the write holds calls, results or attachments
+    v_linked  boolean; -- calls or results
+    v_calls   boolean; -- calls
     v_call    record;
 BEGIN
     IF v_n > 0 THEN
@@ -96,75 +106,83 @@ BEGIN
         END LOOP;
 
         -- Every message and part as the contract says, the first problem by
-        -- position: role, parts, then each part (part_problem), then what
-        -- needs other rows: a call id once in the conversation, a result
-        -- naming a call of its parent (stored, or new in the same write).
-        SELECT x.* INTO v_bad FROM (
-            SELECT m.i, 0 AS ordinal,
-                   CASE WHEN m.role IS NULL OR m.role NOT IN ('system', 'user', 'assistant', 'tool') THEN 'CV011'
-                        WHEN m.parts IS NULL THEN 'CV011'
-                        WHEN jsonb_typeof(m.parts) <> 'array' OR jsonb_array_length(m.parts) = 0 THEN 'CV008'
-                        WHEN octet_length(m.parts::text) > convo.max_message_bytes() THEN 'CV010'
-                        WHEN m.reason IS NOT NULL AND v_sib[m.i] = 1 THEN 'CV011' END AS code,
-                   CASE WHEN m.role IS NULL OR m.role NOT IN ('system', 'user', 'assistant', 'tool')
-                             THEN format('unknown role %s', coalesce(quote_literal(m.role), 'NULL'))
-                        WHEN m.parts IS NULL THEN 'p_parts is required'
-                        WHEN jsonb_typeof(m.parts) <> 'array' THEN format('p_parts must be a JSON array, not %s', jsonb_typeof(m.parts))
-                        WHEN jsonb_array_length(m.parts) = 0 THEN 'p_parts must not be empty'
-                        WHEN octet_length(m.parts::text) > convo.max_message_bytes()
-                             THEN format('a message is larger than %s bytes', convo.max_message_bytes())
-                        ELSE 'a first child has no branch_reason' END AS message,
-                   CASE WHEN octet_length(m.parts::text) > convo.max_message_bytes()
-                             THEN format(': %s bytes', octet_length(m.parts::text))
-                        WHEN m.reason IS NOT NULL AND v_sib[m.i] = 1 THEN format(', branch_reason %s', m.reason)
-                        ELSE '' END AS detail,
-                   CASE WHEN m.role IS NULL OR m.role NOT IN ('system', 'user', 'assistant', 'tool')
-                        THEN 'Roles are system, user, assistant and tool.' END AS hint
-              FROM unnest(p_roles, p_parts, p_reasons) WITH ORDINALITY AS m (role, parts, reason, i)
-             WHERE m.role IS NULL OR m.role NOT IN ('system', 'user', 'assistant', 'tool') OR m.parts IS NULL
-                OR jsonb_typeof(m.parts) <> 'array' OR jsonb_array_length(m.parts) = 0
-                OR octet_length(m.parts::text) > convo.max_message_bytes()
-                OR (m.reason IS NOT NULL AND v_sib[m.i] = 1)
-            UNION ALL
-            SELECT m.i, e.n::int, e.problem[1], e.problem[2], format(', part %s', e.n - 1) || e.problem[3],
-                   nullif(e.problem[4], '')
-              FROM unnest(p_roles, p_parts) WITH ORDINALITY AS m (role, parts, i)
-             CROSS JOIN LATERAL (SELECT e.n, convo_private.part_problem(e.part, m.role) AS problem
-                                   FROM jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)) e
-             WHERE jsonb_typeof(m.parts) = 'array' AND e.problem IS NOT NULL
-            UNION ALL
-            SELECT c.i, c.n::int, 'CV008', format('tool call id %s is already used in this conversation', c.id),
-                   format(', part %s, tool call %s', c.n - 1, c.id), NULL
-              FROM (SELECT m.i, e.n, e.part ->> 'id' AS id,
-                           count(*) OVER (PARTITION BY e.part ->> 'id' ORDER BY m.i, e.n) AS nth
-                      FROM unnest(p_parts) WITH ORDINALITY AS m (parts, i),
-                           jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
-                     WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_use') c
-             WHERE c.nth > 1
-                OR EXISTS (SELECT 1 FROM convo.keyed_parts k
-                            WHERE k.conversation_id = p_conversation_id AND k.type = 'tool_use' AND k.tool_call_id = c.id)
-            UNION ALL
-            SELECT r.i, r.n::int, 'CV008',
-                   format('tool_result names tool call %s, which is not a tool_use of the parent message', r.id),
-                   format(', part %s, tool call %s, parent %s', r.n - 1, r.id, coalesce(r.parent_id::text, 'none')), NULL
-              FROM (SELECT m.i, e.n, e.part ->> 'tool_use_id' AS id, m.parent_id
-                      FROM unnest(p_parts, p_parents) WITH ORDINALITY AS m (parts, parent_id, i),
-                           jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
-                     WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_result') r
-             WHERE NOT CASE WHEN v_pidx[r.i] > 0
-                            THEN EXISTS (SELECT 1 FROM jsonb_array_elements(p_parts[v_pidx[r.i]]) u (part)
-                                          WHERE u.part ->> 'type' = 'tool_use' AND u.part ->> 'id' = r.id)
-                            ELSE EXISTS (SELECT 1 FROM convo.keyed_parts k
-                                          WHERE k.conversation_id = p_conversation_id AND k.message_id = r.parent_id
-                                            AND k.type = 'tool_use' AND k.tool_call_id = r.id) END
-        ) AS x (i, ordinal, code, message, detail, hint)
-        ORDER BY x.i, x.ordinal
-        LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION '%', v_bad.message
-                USING ERRCODE = v_bad.code, HINT = coalesce(v_bad.hint, ''),
-                      DETAIL = format('a new %s message in conversation %s, parent %s', coalesce(p_roles[v_bad.i], 'NULL'),
-                                      p_conversation_id, coalesce(p_parents[v_bad.i]::text, 'none (a root)')) || v_bad.detail;
+        -- position (role and parts, then each part: part_problem), and
+        -- whether the write holds parts addressed by key, in one pass over
+        -- the parts.
+        SELECT x.i, x.ordinal, x.problem,
+               bool_or(x.type IN ('tool_use', 'tool_result', 'attachment')) OVER (),
+               bool_or(x.type IN ('tool_use', 'tool_result')) OVER (),
+               bool_or(x.type = 'tool_use') OVER ()
+          INTO v_bad_i, v_bad_ordinal, v_problem, v_keyed, v_linked, v_calls
+          FROM (SELECT m.i, 0 AS ordinal, NULL::text AS type,
+                       CASE WHEN m.role IS NULL OR m.role NOT IN ('system', 'user', 'assistant', 'tool')
+                                 THEN ARRAY['CV011', format('unknown role %s', coalesce(quote_literal(m.role), 'NULL')), '',
+                                            'Roles are system, user, assistant and tool.']
+                            WHEN m.parts IS NULL THEN ARRAY['CV011', 'p_parts is required', '', '']
+                            WHEN jsonb_typeof(m.parts) <> 'array'
+                                 THEN ARRAY['CV008', format('p_parts must be a JSON array, not %s', jsonb_typeof(m.parts)), '', '']
+                            WHEN jsonb_array_length(m.parts) = 0 THEN ARRAY['CV008', 'p_parts must not be empty', '', '']
+                            WHEN octet_length(m.parts::text) > convo.max_message_bytes()
+                                 THEN ARRAY['CV010', format('a message is larger than %s bytes', convo.max_message_bytes()),
+                                            format(': %s bytes', octet_length(m.parts::text)), '']
+                            WHEN m.reason IS NOT NULL AND v_sib[m.i] = 1
+                                 THEN ARRAY['CV011', 'a first child has no branch_reason', format(', branch_reason %s', m.reason), '']
+                       END AS problem
+                  FROM unnest(p_roles, p_parts, p_reasons) WITH ORDINALITY AS m (role, parts, reason, i)
+                UNION ALL
+                SELECT m.i, e.n::int, e.part ->> 'type', convo_private.part_problem(e.part, m.role)
+                  FROM unnest(p_roles, p_parts) WITH ORDINALITY AS m (role, parts, i),
+                       jsonb_array_elements(CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts ELSE '[]' END)
+                           WITH ORDINALITY AS e (part, n)) x
+         ORDER BY x.problem IS NULL, x.i, x.ordinal
+         LIMIT 1;
+        -- What needs other rows, only for a write with calls or results: a
+        -- call id once in the conversation, a result naming a call of its
+        -- parent (stored, or new in the same write). The earlier problem wins.
+        IF v_linked THEN
+            SELECT x.i, x.ordinal, x.problem INTO v_link_i, v_link_ordinal, v_link_problem FROM (
+                SELECT c.i, c.n::int AS ordinal,
+                       ARRAY['CV008', format('tool call id %s is already used in this conversation', c.id),
+                             format(', tool call %s', c.id), ''] AS problem
+                  FROM (SELECT m.i, e.n, e.part ->> 'id' AS id,
+                               count(*) OVER (PARTITION BY e.part ->> 'id' ORDER BY m.i, e.n) AS nth
+                          FROM unnest(p_parts) WITH ORDINALITY AS m (parts, i),
+                               jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
+                         WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_use') c
+                 WHERE c.nth > 1
+                    OR EXISTS (SELECT 1 FROM convo.keyed_parts k
+                                WHERE k.conversation_id = p_conversation_id AND k.type = 'tool_use' AND k.tool_call_id = c.id)
+                UNION ALL
+                SELECT r.i, r.n::int,
+                       ARRAY['CV008', format('tool_result names tool call %s, which is not a tool_use of the parent message', r.id),
+                             format(', tool call %s, parent %s', r.id, coalesce(r.parent_id::text, 'none')), '']
+                  FROM (SELECT m.i, e.n, e.part ->> 'tool_use_id' AS id, m.parent_id
+                          FROM unnest(p_parts, p_parents) WITH ORDINALITY AS m (parts, parent_id, i),
+                               jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
+                         WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_result') r
+                 WHERE NOT CASE WHEN v_pidx[r.i] > 0
+                                THEN EXISTS (SELECT 1 FROM jsonb_array_elements(p_parts[v_pidx[r.i]]) u (part)
+                                              WHERE u.part ->> 'type' = 'tool_use' AND u.part ->> 'id' = r.id)
+                                ELSE EXISTS (SELECT 1 FROM convo.keyed_parts k
+                                              WHERE k.conversation_id = p_conversation_id AND k.message_id = r.parent_id
+                                                AND k.type = 'tool_use' AND k.tool_call_id = r.id) END
+            ) AS x (i, ordinal, problem)
+            ORDER BY x.i, x.ordinal
+            LIMIT 1;
+            IF v_link_problem IS NOT NULL
+               AND (v_problem IS NULL OR (v_link_i, v_link_ordinal) < (v_bad_i, v_bad_ordinal)) THEN
+                v_bad_i := v_link_i;
+                v_bad_ordinal := v_link_ordinal;
+                v_problem := v_link_problem;
+            END IF;
+        END IF;
+        IF v_problem IS NOT NULL THEN
+            RAISE EXCEPTION '%', v_problem[2]
+                USING ERRCODE = v_problem[1], HINT = v_problem[4],
+                      DETAIL = format('a new %s message in conversation %s, parent %s', coalesce(p_roles[v_bad_i], 'NULL'),
+                                      p_conversation_id, coalesce(p_parents[v_bad_i]::text, 'none (a root)'))
+                               || CASE WHEN v_bad_ordinal > 0 THEN format(', part %s', v_bad_ordinal - 1) ELSE '' END
+                               || v_problem[3];
         END IF;
 
         INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, depth, sibling_index, branch_id,
@@ -177,10 +195,6 @@ BEGIN
 
         -- The parts addressed by key, one row each; the rest live only in
         -- the message's own array.
-        SELECT bool_or(e.part ->> 'type' IN ('tool_use', 'tool_result', 'attachment')),
-               bool_or(e.part ->> 'type' = 'tool_use')
-          INTO v_keyed, v_calls
-          FROM unnest(p_parts) AS m (parts), jsonb_array_elements(m.parts) AS e (part);
         IF v_keyed THEN
             INSERT INTO convo.keyed_parts (conversation_id, message_id, ordinal, type, tool_call_id, tool_name)
             SELECT p_conversation_id, m.id, (e.n - 1)::int, e.part ->> 'type',

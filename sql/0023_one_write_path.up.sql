@@ -1233,9 +1233,10 @@ COMMENT ON FUNCTION convo.move_head(uuid, uuid, text, uuid, text) IS
 -- messages of each are one index range scan of messages_branch_key (a
 -- conversation never edited is one segment: one range scan, as a flat list
 -- is). Sibling counts come from the few later siblings (messages_forks_idx),
--- read once into an object by parent that each row looks up: no probe and
--- no join per message, whatever the plan. CV002 for an unknown
--- conversation; empty before the first message.
+-- read once into an object by parent that each row looks up (a conversation
+-- never edited has none and looks nothing up): no probe and no join per
+-- message, whatever the plan. CV002 for an unknown conversation; empty
+-- before the first message.
 CREATE OR REPLACE FUNCTION convo.path(p_conversation_id uuid)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
                branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
@@ -1255,7 +1256,7 @@ BEGIN
              GROUP BY f.parent_id) f;
     RETURN QUERY
     SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
-           coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1)
+           CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END
       FROM convo.live_path s
       JOIN convo.messages m
         ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth
@@ -2497,7 +2498,7 @@ BEGIN
              GROUP BY f.parent_id) f;
     RETURN QUERY
     SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
-           coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1)
+           CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END
       FROM unnest(v_branches, v_depths) AS s (branch_id, max_depth)
       JOIN convo.messages m
         ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth

@@ -36,7 +36,7 @@ BEGIN
              GROUP BY f.parent_id) f;
     RETURN QUERY
     SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
-           coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1)
+           CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END
       FROM unnest(v_branches, v_depths) AS s (branch_id, max_depth)
       JOIN convo.messages m
         ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth

@@ -375,12 +375,13 @@ func TestAPIDocsSQLSTATEs(t *testing.T) {
 // repeat suffixed -1, -2, ... (github-slugger), outside code fences.
 func apiDocAnchors(text string) map[string]bool {
 	out, count := map[string]bool{}, map[string]int{}
+	heading := regexp.MustCompile(`^#{1,6} (.*)$`)
 	fenced := false
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(line, "```") {
 			fenced = !fenced
 		}
-		m := regexp.MustCompile(`^#{1,6} (.*)$`).FindStringSubmatch(line)
+		m := heading.FindStringSubmatch(line)
 		if fenced || m == nil {
 			continue
 		}

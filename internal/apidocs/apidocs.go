@@ -665,7 +665,7 @@ func plan(c *catalog, t Tables) *document {
 		}
 	}
 	for _, v := range c.views {
-		if !placed[v.name] && funcsByName[v.name] == nil {
+		if !placed[v.name] {
 			unplaced.entries = append(unplaced.entries, entry{view: viewsByName[v.name]})
 			doc.findings.Unplaced = append(doc.findings.Unplaced, "view convo."+v.name)
 		}

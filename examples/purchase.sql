@@ -2,7 +2,8 @@
 -- the same purchase (reused, not charged twice); a second edit asks for
 -- another amount (held for confirmation, then confirmed and charged); the
 -- first charge, now on no live branch, is listed as orphaned until a refund
--- compensates it. examples/node and examples/python tell the same story.
+-- compensates it. examples/node, examples/python and examples/go tell the
+-- same story.
 --
 -- Run it with: psql "$DATABASE_URL" -f examples/purchase.sql
 -- DATABASE_URL connects as the application (a login member of convo_app);
@@ -18,18 +19,38 @@
 -- non-zero exit. tests/examples_test.go runs it twice, as such login roles.
 \set ON_ERROR_STOP on
 
--- The DBA allowlists the tool: its argument schema is frozen in version 1.
--- fork_args: the same arguments from the same fork point are one request.
+-- The DBA allowlists the tool with exactly the settings README.md's first
+-- block registers (its argument schema is frozen in that version; fork_args:
+-- the same arguments from the same fork point are one request). The same
+-- settings return the version already registered. Other settings would make
+-- a new version: the example rolls that back and stops with one line instead.
 \getenv admin_url ADMIN_DATABASE_URL
 \if :{?admin_url}
   \getenv app_url DATABASE_URL
   \connect :admin_url
 \endif
+BEGIN;
+SELECT coalesce(max(version), 0) AS registered FROM convo.tools WHERE name = 'purchase_credits' \gset
 SELECT convo.register_tool('purchase_credits', true,
        '{"type": "object", "required": ["amount_minor", "currency"], "additionalProperties": false,
-         "properties": {"amount_minor": {"type": "integer", "minimum": 1, "maximum": 100000},
+         "properties": {"amount_minor": {"type": "integer", "minimum": 1},
                         "currency": {"type": "string", "pattern": "^[A-Z]{3}$"}}}',
        p_idempotency_scope => 'fork_args', p_amount_arg => 'amount_minor', p_currency_arg => 'currency') AS version \gset
+SELECT :registered IN (0, :version) AS same_settings \gset
+\if :same_settings
+COMMIT;
+\else
+ROLLBACK;
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+DO $$
+BEGIN
+    RAISE EXCEPTION 'purchase_credits is registered with other settings (version %); the example expects the settings '
+                    'README.md registers (its first sql block): run it on a database where purchase_credits is '
+                    'registered so, or not at all', (SELECT max(version) FROM convo.tools WHERE name = 'purchase_credits');
+END;
+$$;
+\endif
 \echo purchase_credits: version :version
 \if :{?admin_url}
   \connect :app_url

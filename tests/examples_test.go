@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -16,11 +17,14 @@ import (
 	"github.com/pgconvo/pgconvo/internal/localpg"
 )
 
-// The examples tell the first seed's purchase story from psql, Node.js and
-// Python. TestExamples runs each twice on a fresh database, as a deployment
-// would: DATABASE_URL a login member of convo_app, ADMIN_DATABASE_URL a
-// login member of convo_admin. Each example checks what it prints and exits
-// non-zero on a mismatch; the test then reads the ledger each run left.
+// The examples tell the first seed's purchase story from psql, Node.js,
+// Python and Go. TestExamples runs each twice on a fresh database, as a
+// deployment would: DATABASE_URL a login member of convo_app,
+// ADMIN_DATABASE_URL a login member of convo_admin. Each example checks
+// what it prints and exits non-zero on a mismatch; the test then reads the
+// ledger each run left. The other tests here hold each example to README.md's
+// registration of purchase_credits and to one line, saying what to do, for
+// each way it can stop (tests/pgbouncer_test.go runs them through PgBouncer).
 
 // examplePython is the interpreter that sees Debian's python3-psycopg; a
 // python3 earlier on PATH (pyenv, a venv) may not.
@@ -86,64 +90,151 @@ func loginURL(t *testing.T, db *pgxpool.Pool, roles ...string) (name, dbURL stri
 	return name, u.String()
 }
 
-// runExample runs cmd from the repository root with env added, and fails
-// the test, showing the output, unless it exits 0.
-func runExample(t *testing.T, env []string, name string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+// exampleEnv is the test's environment without DATABASE_URL and
+// ADMIN_DATABASE_URL, plus env.
+func exampleEnv(env ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "ADMIN_DATABASE_URL=") {
+			out = append(out, kv)
+		}
 	}
-	return string(out)
+	return append(out, env...)
+}
+
+// exampleRun is one run of an example.
+type exampleRun struct {
+	stdout, stderr string
+	code           int
+}
+
+// startExample runs argv from the repository root (or dir, when given)
+// with only env's database URLs, and returns what it printed and its exit
+// code.
+func startExample(t *testing.T, dir string, env []string, argv ...string) exampleRun {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = ".."
+	if dir != "" {
+		cmd.Dir = dir
+	}
+	cmd.Env = exampleEnv(env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("running %s: %v", strings.Join(argv, " "), err)
+	}
+	return exampleRun{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+}
+
+// runExample runs argv from the repository root with env, and fails the
+// test, showing the output, unless it exits 0 and says ok.
+func runExample(t *testing.T, env []string, argv ...string) string {
+	t.Helper()
+	r := startExample(t, "", env, argv...)
+	if r.code != 0 || !strings.Contains(r.stdout, "ok: examples/") {
+		t.Fatalf("%s: exit %d, want 0 and ok:\n%s%s", strings.Join(argv, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// requireOneLine fails the test unless the run exited non-zero and printed
+// exactly one line on stderr, holding want.
+func requireOneLine(t *testing.T, what string, r exampleRun, want string) {
+	t.Helper()
+	line := strings.TrimSuffix(r.stderr, "\n")
+	if r.code == 0 || line == "" || strings.Contains(line, "\n") || !strings.Contains(line, want) {
+		t.Fatalf("%s: want a non-zero exit and one line on stderr holding %q; got exit %d, stderr:\n%s\nstdout:\n%s",
+			what, want, r.code, r.stderr, r.stdout)
+	}
+	t.Logf("%s: %s", what, line)
+}
+
+// example is one language's purchase story: argv returns its command line,
+// skipping (or, in CI, failing) the test when its language is missing.
+type example struct {
+	name string
+	argv func(t *testing.T, appURL string) []string
+}
+
+// examples are the purchase story in every language.
+var examples = []example{
+	{"psql", func(t *testing.T, appURL string) []string {
+		return []string{psqlPath(t), "-X", "-v", "ON_ERROR_STOP=1", appURL, "-f", "examples/purchase.sql"}
+	}},
+	{"node", func(t *testing.T, _ string) []string {
+		return []string{nodePath(t), "examples/node/purchase.js"}
+	}},
+	{"python", func(t *testing.T, _ string) []string {
+		return []string{pythonPath(t), "examples/python/purchase.py"}
+	}},
+	{"go", func(t *testing.T, _ string) []string {
+		return []string{goExample(t)}
+	}},
+}
+
+// languageExamples are the examples in a language of their own (not psql),
+// which read DATABASE_URL themselves.
+func languageExamples() []example { return examples[1:] }
+
+// nodePath returns node, with examples/node's packages installed.
+func nodePath(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missingTool(t, "node is not on PATH (install Node.js)")
+	}
+	if _, err := os.Stat("../examples/node/node_modules/pg/package.json"); err != nil {
+		missingTool(t, "examples/node has no node_modules/pg: run `npm ci` in examples/node")
+	}
+	return node
+}
+
+// pythonPath returns /usr/bin/python3, which can import psycopg.
+func pythonPath(t *testing.T) string {
+	t.Helper()
+	if !isExecutable(examplePython) {
+		missingTool(t, "%s is missing (apt-get install python3)", examplePython)
+	}
+	if out, err := exec.Command(examplePython, "-c", "import psycopg").CombinedOutput(); err != nil {
+		missingTool(t, "%s cannot import psycopg (apt-get install python3-psycopg): %s", examplePython, out)
+	}
+	return examplePython
+}
+
+// goExample builds examples/go/purchase into the test's temporary
+// directory and returns the program's path.
+func goExample(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("finding the go command to build examples/go/purchase: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "purchase")
+	cmd := exec.Command(goTool, "build", "-o", bin, "./examples/go/purchase")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building examples/go/purchase: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // TestExamples runs the purchase story in each language twice on a fresh
 // database and checks both runs' ledgers.
 func TestExamples(t *testing.T) {
 	t.Parallel()
-	examples := []struct {
-		name string
-		cmd  func(t *testing.T, appURL string) []string
-	}{
-		{"psql", func(t *testing.T, appURL string) []string {
-			return []string{psqlPath(t), "-X", "-v", "ON_ERROR_STOP=1", appURL, "-f", "examples/purchase.sql"}
-		}},
-		{"node", func(t *testing.T, _ string) []string {
-			node, err := exec.LookPath("node")
-			if err != nil {
-				missingTool(t, "node is not on PATH (install Node.js)")
-			}
-			if _, err := os.Stat("../examples/node/node_modules/pg/package.json"); err != nil {
-				missingTool(t, "examples/node has no node_modules/pg: run `npm ci` in examples/node")
-			}
-			return []string{node, "examples/node/purchase.js"}
-		}},
-		{"python", func(t *testing.T, _ string) []string {
-			if !isExecutable(examplePython) {
-				missingTool(t, "%s is missing (apt-get install python3)", examplePython)
-			}
-			if out, err := exec.Command(examplePython, "-c", "import psycopg").CombinedOutput(); err != nil {
-				missingTool(t, "%s cannot import psycopg (apt-get install python3-psycopg): %s", examplePython, out)
-			}
-			return []string{examplePython, "examples/python/purchase.py"}
-		}},
-	}
 	for _, ex := range examples {
 		t.Run(ex.name, func(t *testing.T) {
 			t.Parallel()
 			db := newDB(t)
 			app, appURL := loginURL(t, db, "convo_app")
 			_, adminURL := loginURL(t, db, "convo_admin")
-			argv := ex.cmd(t, appURL)
+			argv := ex.argv(t, appURL)
 			env := []string{"DATABASE_URL=" + appURL, "ADMIN_DATABASE_URL=" + adminURL}
 			for run := 1; run <= 2; run++ {
-				out := runExample(t, env, argv[0], argv[1:]...)
-				if !strings.Contains(out, "ok: examples/") {
-					t.Fatalf("run %d did not say ok:\n%s", run, out)
-				}
+				runExample(t, env, argv...)
 			}
 			convs := queryRowsAs[string](t, db,
 				`SELECT id::text FROM convo.conversations WHERE owner_id = 'customer-7' ORDER BY created_at`)
@@ -155,6 +246,143 @@ func TestExamples(t *testing.T) {
 			}
 			requireCount(t, db, 1, `SELECT count(*) FROM convo.tools WHERE name = 'purchase_credits'`)
 		})
+	}
+}
+
+// readmeRegistration is README.md's registration of purchase_credits, the
+// statement of its first sql block, as written there.
+func readmeRegistration(t *testing.T) string {
+	t.Helper()
+	text, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(string(text), "SELECT convo.register_tool('purchase_credits'")
+	if start < 0 {
+		t.Fatal("README.md no longer registers purchase_credits with SELECT convo.register_tool('purchase_credits', ...")
+	}
+	end := strings.Index(string(text[start:]), ";\n")
+	if end < 0 {
+		t.Fatal("README.md's registration of purchase_credits does not end with ;")
+	}
+	return string(text[start : start+end+1])
+}
+
+// otherRegistration registers purchase_credits with settings README.md
+// does not: the examples' schema before they matched it (a maximum).
+const otherRegistration = `SELECT convo.register_tool('purchase_credits', true,
+       '{"type": "object", "required": ["amount_minor", "currency"], "additionalProperties": false,
+         "properties": {"amount_minor": {"type": "integer", "minimum": 1, "maximum": 100000},
+                        "currency": {"type": "string", "pattern": "^[A-Z]{3}$"}}}',
+       p_idempotency_scope => 'fork_args', p_amount_arg => 'amount_minor', p_currency_arg => 'currency')`
+
+// otherSettingsLine is what every example says, and stops at, when
+// purchase_credits is registered with other settings (version 1 here).
+const otherSettingsLine = "purchase_credits is registered with other settings (version 1); the example expects the settings " +
+	"README.md registers (its first sql block): run it on a database where purchase_credits is registered so, or not at all"
+
+// TestExamplesAfterReadme: followed after README.md's first block (the
+// superuser registers purchase_credits as written there), every example
+// finds that registration (version 1, no new version) and tells its story;
+// with purchase_credits registered with other settings, every example says
+// so in one line, exits non-zero, and registers and writes nothing.
+func TestExamplesAfterReadme(t *testing.T) {
+	t.Parallel()
+	registration := readmeRegistration(t)
+	for _, ex := range examples {
+		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel()
+			t.Run("README's registration", func(t *testing.T) {
+				t.Parallel()
+				db := newDB(t)
+				mustExec(t, db, registration)
+				_, appURL := loginURL(t, db, "convo_app")
+				_, adminURL := loginURL(t, db, "convo_admin")
+				out := runExample(t, []string{"DATABASE_URL=" + appURL, "ADMIN_DATABASE_URL=" + adminURL}, ex.argv(t, appURL)...)
+				if !strings.Contains(out, "purchase_credits: version 1\n") {
+					t.Fatalf("want the example to find version 1:\n%s", out)
+				}
+				requireCount(t, db, 1, `SELECT count(*) FROM convo.tools WHERE name = 'purchase_credits'`)
+				requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE owner_id = 'customer-7'`)
+			})
+			t.Run("other settings", func(t *testing.T) {
+				t.Parallel()
+				db := newDB(t)
+				mustExec(t, db, otherRegistration)
+				_, appURL := loginURL(t, db, "convo_app")
+				_, adminURL := loginURL(t, db, "convo_admin")
+				r := startExample(t, "", []string{"DATABASE_URL=" + appURL, "ADMIN_DATABASE_URL=" + adminURL}, ex.argv(t, appURL)...)
+				requireOneLine(t, ex.name, r, otherSettingsLine)
+				requireCount(t, db, 1, `SELECT count(*) FROM convo.tools WHERE name = 'purchase_credits'`)
+				requireCount(t, db, 0, `SELECT count(*) FROM convo.conversations`)
+			})
+		})
+	}
+}
+
+// TestExamplesWithoutDatabaseURL: each example in a language of its own,
+// run with no DATABASE_URL, says in one line what to export, and exits 1.
+func TestExamplesWithoutDatabaseURL(t *testing.T) {
+	t.Parallel()
+	for _, ex := range languageExamples() {
+		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel()
+			r := startExample(t, "", nil, ex.argv(t, "")...)
+			requireOneLine(t, ex.name, r, ": DATABASE_URL is not set: export the URL `go run ./cmd/migrate up` printed")
+			requireEqual(t, "exit code", r.code, 1)
+		})
+	}
+}
+
+// TestExamplesWithoutAdmin: each example in a language of its own, run as
+// the application with no ADMIN_DATABASE_URL, is refused the allowlist
+// (convo_admin's) and says in one line which URL to set.
+func TestExamplesWithoutAdmin(t *testing.T) {
+	t.Parallel()
+	for _, ex := range languageExamples() {
+		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel()
+			db := newDB(t)
+			_, appURL := loginURL(t, db, "convo_app")
+			r := startExample(t, "", []string{"DATABASE_URL=" + appURL}, ex.argv(t, appURL)...)
+			requireOneLine(t, ex.name, r, "(SQLSTATE 42501); register_tool is the DBA's: set ADMIN_DATABASE_URL to a login member of convo_admin")
+			requireCount(t, db, 0, `SELECT count(*) FROM convo.tools WHERE name = 'purchase_credits'`)
+		})
+	}
+}
+
+// TestExamplesWithoutDriver: the Node.js example without its pg package
+// (a copy outside examples/node) and the Python one without psycopg
+// (python3 -S, which leaves Debian's packages off the path) say in one line
+// what to install. The Go example has no such case: pgx is compiled in.
+func TestExamplesWithoutDriver(t *testing.T) {
+	t.Parallel()
+	t.Run("node", func(t *testing.T) {
+		t.Parallel()
+		node := nodePath(t)
+		dir := t.TempDir()
+		copyFile(t, "../examples/node/purchase.js", filepath.Join(dir, "purchase.js"))
+		r := startExample(t, dir, []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none", "NODE_PATH="}, node, "purchase.js")
+		requireOneLine(t, "node", r, "examples/node/purchase.js: the pg package is missing: run `npm ci` in examples/node")
+	})
+	t.Run("python", func(t *testing.T) {
+		t.Parallel()
+		python := pythonPath(t)
+		r := startExample(t, "", []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none"}, python, "-S", "examples/python/purchase.py")
+		requireOneLine(t, "python", r, "examples/python/purchase.py: psycopg 3 is missing for "+python+
+			": apt-get install python3-psycopg, and run the example with /usr/bin/python3")
+	})
+}
+
+// copyFile copies from to to.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -233,5 +461,56 @@ func TestExampleChecksCanFail(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "no rows returned for \\gset") || strings.Contains(string(out), "ok: examples/") {
 		t.Fatalf("a failing check should stop the script with a non-zero exit; got %v:\n%s", err, out)
+	}
+}
+
+// TestExampleChecksFailInOneLine: the Node.js and Python examples, changed
+// to expect the typo fix to be executed again instead of reused (a copy
+// outside the repository), stop at that check with one line that names it,
+// what it got and wanted, and what to do. (The Go example's checks stop the
+// same way: TestExamplesAfterReadme's other settings are one.)
+func TestExampleChecksFailInOneLine(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, file, check, broken string
+		argv                      func(t *testing.T, script string) ([]string, []string)
+	}{
+		{"node", "examples/node/purchase.js",
+			`['reuse', 'applied', ch1, 'report outcome']`, `['execute', 'applied', ch1, 'report outcome']`,
+			func(t *testing.T, script string) ([]string, []string) {
+				modules, err := filepath.Abs("../examples/node/node_modules")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []string{nodePath(t), script}, []string{"NODE_PATH=" + modules}
+			}},
+		{"python", "examples/python/purchase.py",
+			`("reuse", "applied", ch1, "report outcome")`, `("execute", "applied", ch1, "report outcome")`,
+			func(t *testing.T, script string) ([]string, []string) {
+				return []string{pythonPath(t), script}, nil
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			source, err := os.ReadFile(filepath.Join("..", c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(source), c.check) {
+				t.Fatalf("%s no longer holds the check %s", c.file, c.check)
+			}
+			script := filepath.Join(t.TempDir(), filepath.Base(c.file))
+			if err := os.WriteFile(script, []byte(strings.Replace(string(source), c.check, c.broken, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			argv, env := c.argv(t, script)
+			db := newDB(t)
+			_, appURL := loginURL(t, db, "convo_app")
+			_, adminURL := loginURL(t, db, "convo_admin")
+			r := startExample(t, "", append(env, "DATABASE_URL="+appURL, "ADMIN_DATABASE_URL="+adminURL), argv...)
+			requireOneLine(t, c.name, r, ": check failed: toolu_p2: got ")
+			requireOneLine(t, c.name, r, "migrate it with this checkout (`go run ./cmd/migrate up`) and run the example again")
+		})
 	}
 }

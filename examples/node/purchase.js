@@ -2,8 +2,8 @@
 // applied; an edit re-runs the same purchase (reused, not charged twice); a
 // second edit asks for another amount (held for confirmation, then confirmed
 // and charged); the first charge, now on no live branch, is listed as
-// orphaned until a refund compensates it. examples/purchase.sql and
-// examples/python tell the same story.
+// orphaned until a refund compensates it. examples/purchase.sql,
+// examples/python and examples/go tell the same story.
 //
 // Run it with: cd examples/node && npm ci && DATABASE_URL=... node purchase.js
 // DATABASE_URL connects as the application (a login member of convo_app);
@@ -11,19 +11,44 @@
 // register_tool. Unset, DATABASE_URL does both (the superuser URL that
 // `migrate up` prints may). Every run makes a conversation of its own, so it
 // can run again on the same database. It prints each step and exits 1 on
-// any mismatch; tests/examples_test.go runs it twice.
+// any mismatch; tests/examples_test.go runs it twice. Whatever stops it
+// (no pg package, no DATABASE_URL, a failed check, a database error) is
+// said in one line on stderr, with what to do.
 'use strict';
 
-const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
-const { Client } = require('pg');
+const { isDeepStrictEqual } = require('node:util');
+
+const NAME = 'examples/node/purchase.js';
+
+// fail says why the story stops, in one line, and exits 1.
+function fail(message) {
+  console.error(`${NAME}: ${message}`);
+  process.exit(1);
+}
+
+let Client;
+try {
+  ({ Client } = require('pg'));
+} catch (err) {
+  if (err.code !== 'MODULE_NOT_FOUND') throw err;
+  fail('the pg package is missing: run `npm ci` in examples/node');
+}
 
 const OWNER = 'customer-7';
+
+// Stop is an expected way for the story to stop: its message is the line
+// to print.
+class Stop extends Error {}
 
 // expect prints what a step got and stops the story unless it is want.
 function expect(what, got, want) {
   console.log(`${what}: ${JSON.stringify(got)}`);
-  assert.deepEqual(got, want, what);
+  if (!isDeepStrictEqual(got, want)) {
+    throw new Stop(`check failed: ${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}; ` +
+      'the database does not behave as this checkout\'s pgconvo does: migrate it with this checkout ' +
+      '(`go run ./cmd/migrate up`) and run the example again');
+  }
 }
 
 // inOwnerTx runs fn in a transaction that names its owner first, with SET
@@ -69,10 +94,38 @@ const processor = {
   refund(chargeID) { return `re_${chargeID.slice(3)}`; },
 };
 
+// The settings README.md's first block registers, exactly.
 const schema = {
   type: 'object', required: ['amount_minor', 'currency'], additionalProperties: false,
-  properties: { amount_minor: { type: 'integer', minimum: 1, maximum: 100000 }, currency: { type: 'string', pattern: '^[A-Z]{3}$' } },
+  properties: { amount_minor: { type: 'integer', minimum: 1 }, currency: { type: 'string', pattern: '^[A-Z]{3}$' } },
 };
+
+// register allowlists purchase_credits as README.md does, as the DBA
+// (register_tool is convo_admin's), and returns its version. The same
+// settings return the version registered; if the latest version has other
+// settings, register_tool would make a new one: that is rolled back, and
+// the story stops. jsonb goes in as JSON text: JSON.stringify, always. (pg
+// would send a JS array as a PostgreSQL array, not as JSON.)
+async function register(admin) {
+  await admin.query('BEGIN');
+  try {
+    const { rows: [{ registered }] } = await admin.query(
+      "SELECT coalesce(max(version), 0) AS registered FROM convo.tools WHERE name = 'purchase_credits'");
+    const { rows: [{ version }] } = await admin.query(
+      `SELECT convo.register_tool('purchase_credits', true, $1, p_idempotency_scope => 'fork_args',
+              p_amount_arg => 'amount_minor', p_currency_arg => 'currency') AS version`, [JSON.stringify(schema)]);
+    if (registered !== 0 && version !== registered) {
+      throw new Stop(`purchase_credits is registered with other settings (version ${registered}); the example expects ` +
+        'the settings README.md registers (its first sql block): run it on a database where purchase_credits is ' +
+        'registered so, or not at all');
+    }
+    await admin.query('COMMIT');
+    return version;
+  } catch (err) {
+    await admin.query('ROLLBACK');
+    throw err;
+  }
+}
 
 function buy(id, amountMinor) {
   return [{ type: 'tool_use', id, name: 'purchase_credits', input: { amount_minor: amountMinor, currency: 'EUR' } }];
@@ -80,18 +133,15 @@ function buy(id, amountMinor) {
 
 async function main() {
   const appURL = process.env.DATABASE_URL;
-  if (!appURL) throw new Error('set DATABASE_URL (a login member of convo_app)');
+  if (!appURL) throw new Stop('DATABASE_URL is not set: export the URL `go run ./cmd/migrate up` printed');
 
-  // The DBA allowlists the tool (register_tool is convo_admin's). jsonb goes
-  // in as JSON text: JSON.stringify, always. (pg would send a JS array as a
-  // PostgreSQL array, not as JSON.)
   const admin = new Client({ connectionString: process.env.ADMIN_DATABASE_URL || appURL });
   await admin.connect();
-  const { rows: [tool] } = await admin.query(
-    `SELECT convo.register_tool('purchase_credits', true, $1, p_idempotency_scope => 'fork_args',
-            p_amount_arg => 'amount_minor', p_currency_arg => 'currency') AS version`, [JSON.stringify(schema)]);
-  await admin.end();
-  expect('purchase_credits version', tool.version, 1);
+  try {
+    console.log(`purchase_credits: version ${await register(admin)}`);
+  } finally {
+    await admin.end();
+  }
 
   const db = new Client({ connectionString: appURL });
   await db.connect();
@@ -113,7 +163,7 @@ async function main() {
       return { conv, ask, p1: await effectFor(conv, 'toolu_p1') };
     });
     expect('toolu_p1', [p1.decision, p1.state, nextStep(p1)], ['execute', 'pending', 'send']);
-    assert.match(p1.idempotency_key, /^fork_args:[0-9a-f]{64}$/);
+    expect('its key is fork_args:<sha256>', /^fork_args:[0-9a-f]{64}$/.test(p1.idempotency_key), true);
 
     // 2. Committed: send the charge under the key, then settle with the answer.
     const ch1 = processor.charge(p1.idempotency_key, 500, 'EUR');
@@ -185,7 +235,26 @@ async function main() {
   console.log('ok: examples/node/purchase.js');
 }
 
+// whatToDo is the one line for an error from pg: the server's message and
+// SQLSTATE, and what to do about the usual causes.
+function whatToDo(err) {
+  if (['ECONNREFUSED', 'ENOTFOUND', 'ECONNRESET', 'ETIMEDOUT'].includes(err.code)) {
+    return `cannot connect (${err.message || err.code}): is the server of DATABASE_URL running? ` +
+      '(`go run ./cmd/migrate up` starts the local one and prints its URL)';
+  }
+  let line = `${err.message} (SQLSTATE ${err.code})`;
+  if (err.detail) line += `, DETAIL: ${err.detail}`;
+  if (err.code === '42501' && /register_tool|tools/.test(err.message)) {
+    line += '; register_tool is the DBA\'s: set ADMIN_DATABASE_URL to a login member of convo_admin';
+  } else if (err.code === '3F000' || (err.code === '42P01' && /convo\./.test(err.message))) {
+    line += '; pgconvo is not installed there: run `go run ./cmd/migrate up` on that database';
+  }
+  return line;
+}
+
 main().catch((err) => {
-  console.error('examples/node/purchase.js:', err);
+  if (err instanceof Stop) fail(err.message);
+  if (typeof err.code === 'string') fail(whatToDo(err).replace(/\s+/g, ' '));
+  console.error(`${NAME}:`, err); // a bug in the example: the stack helps
   process.exit(1);
 });

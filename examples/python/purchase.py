@@ -3,8 +3,8 @@
 A charge is applied; an edit re-runs the same purchase (reused, not charged
 twice); a second edit asks for another amount (held for confirmation, then
 confirmed and charged); the first charge, now on no live branch, is listed as
-orphaned until a refund compensates it. examples/purchase.sql and
-examples/node tell the same story.
+orphaned until a refund compensates it. examples/purchase.sql,
+examples/node and examples/go tell the same story.
 
 Run it with: DATABASE_URL=... /usr/bin/python3 examples/python/purchase.py
 (psycopg 3 from Debian: apt-get install python3-psycopg; another python3 on
@@ -13,7 +13,9 @@ PATH may not see Debian's packages). DATABASE_URL connects as the application
 member of convo_admin) for register_tool. Unset, DATABASE_URL does both (the
 superuser URL that `migrate up` prints may). Every run makes a conversation of
 its own, so it can run again on the same database. It prints each step and
-exits 1 on any mismatch; tests/examples_test.go runs it twice.
+exits 1 on any mismatch; tests/examples_test.go runs it twice. Whatever stops
+it (no psycopg, no DATABASE_URL, a failed check, a database error) is said in
+one line on stderr, with what to do.
 """
 
 import contextlib
@@ -22,21 +24,36 @@ import re
 import sys
 import uuid
 
-import psycopg
-from psycopg.types.json import Jsonb
+NAME = "examples/python/purchase.py"
+
+
+def fail(message):
+    """Say why the story stops, in one line, and exit 1."""
+    print(f"{NAME}: {' '.join(str(message).split())}", file=sys.stderr)
+    sys.exit(1)
+
+
+try:
+    import psycopg
+    from psycopg.types.json import Jsonb
+except ImportError:
+    fail(f"psycopg 3 is missing for {sys.executable}: apt-get install python3-psycopg, "
+         "and run the example with /usr/bin/python3, which sees Debian's packages")
 
 OWNER = "customer-7"
 
 
-class Mismatch(Exception):
-    pass
+class Stop(Exception):
+    """An expected way for the story to stop: its message is the line to print."""
 
 
 def expect(what, got, want):
     """Print what a step got and stop the story unless it is want."""
     print(f"{what}: {got!r}")
     if got != want:
-        raise Mismatch(f"{what}: got {got!r}, want {want!r}")
+        raise Stop(f"check failed: {what}: got {got!r}, want {want!r}; the database does not behave as this "
+                   "checkout's pgconvo does: migrate it with this checkout (`go run ./cmd/migrate up`) "
+                   "and run the example again")
 
 
 @contextlib.contextmanager
@@ -80,11 +97,31 @@ class Processor:
         return "re_" + charge_id[3:]
 
 
+# The settings README.md's first block registers, exactly.
 SCHEMA = {
     "type": "object", "required": ["amount_minor", "currency"], "additionalProperties": False,
-    "properties": {"amount_minor": {"type": "integer", "minimum": 1, "maximum": 100000},
+    "properties": {"amount_minor": {"type": "integer", "minimum": 1},
                    "currency": {"type": "string", "pattern": "^[A-Z]{3}$"}},
 }
+
+
+def register(admin):
+    """Allowlist purchase_credits as README.md does, as the DBA (register_tool
+    is convo_admin's), and return its version. The same settings return the
+    version registered; if the latest version has other settings,
+    register_tool would make a new one: that is rolled back, and the story
+    stops. jsonb goes in wrapped: Jsonb(value)."""
+    with admin.transaction():
+        (registered,) = admin.execute(
+            "SELECT coalesce(max(version), 0) FROM convo.tools WHERE name = 'purchase_credits'").fetchone()
+        (version,) = admin.execute(
+            """SELECT convo.register_tool('purchase_credits', true, %s, p_idempotency_scope => 'fork_args',
+                      p_amount_arg => 'amount_minor', p_currency_arg => 'currency')""", [Jsonb(SCHEMA)]).fetchone()
+        if registered != 0 and version != registered:
+            raise Stop(f"purchase_credits is registered with other settings (version {registered}); the example "
+                       "expects the settings README.md registers (its first sql block): run it on a database "
+                       "where purchase_credits is registered so, or not at all")
+    return version
 
 
 def buy(call_id, amount_minor):
@@ -95,19 +132,17 @@ def buy(call_id, amount_minor):
 def main():
     app_url = os.environ.get("DATABASE_URL")
     if not app_url:
-        raise Mismatch("set DATABASE_URL (a login member of convo_app)")
+        raise Stop("DATABASE_URL is not set: export the URL `go run ./cmd/migrate up` printed")
     processor = Processor()
 
-    # The DBA allowlists the tool (register_tool is convo_admin's). jsonb
-    # goes in wrapped: Jsonb(value).
-    with psycopg.connect(os.environ.get("ADMIN_DATABASE_URL") or app_url, autocommit=True) as admin:
-        (version,) = admin.execute(
-            """SELECT convo.register_tool('purchase_credits', true, %s, p_idempotency_scope => 'fork_args',
-                      p_amount_arg => 'amount_minor', p_currency_arg => 'currency')""", [Jsonb(SCHEMA)]).fetchone()
-    expect("purchase_credits version", version, 1)
+    # autocommit: each `with ....transaction()` is one BEGIN ... COMMIT.
+    # prepare_threshold=None: no server-side prepared statements, so the
+    # example runs behind PgBouncer in transaction mode too (docs/deployment.md).
+    with psycopg.connect(os.environ.get("ADMIN_DATABASE_URL") or app_url, autocommit=True,
+                         prepare_threshold=None) as admin:
+        print(f"purchase_credits: version {register(admin)}")
 
-    # autocommit: each `with owner_tx(db)` is one BEGIN ... COMMIT.
-    with psycopg.connect(app_url, autocommit=True) as db:
+    with psycopg.connect(app_url, autocommit=True, prepare_threshold=None) as db:
         def one(sql, params):
             return db.execute(sql, params).fetchone()
 
@@ -188,16 +223,33 @@ def main():
             with owner_tx(db):
                 db.execute("SELECT convo.append_message(%s, 'user', %s, p_expected_head => %s)",
                            [conv, Jsonb([{"type": "text", "text": "thanks"}]), ask])
-            raise Mismatch("a stale expected head was accepted")
+            raise Stop("check failed: a stale expected head was accepted")
         except psycopg.Error as e:
             expect("CV001", (e.sqlstate, f"current head {head}" in e.diag.message_detail), ("CV001", True))
             print(f"  {e.diag.message_primary}\n  DETAIL: {e.diag.message_detail}")
     print("ok: examples/python/purchase.py")
 
 
+def what_to_do(e):
+    """The one line for an error from psycopg: the server's message and
+    SQLSTATE, and what to do about the usual causes."""
+    if e.sqlstate is None and isinstance(e, psycopg.OperationalError):
+        return (f"cannot connect ({e}): is the server of DATABASE_URL running? "
+                "(`go run ./cmd/migrate up` starts the local one and prints its URL)")
+    line = f"{e.diag.message_primary or e} (SQLSTATE {e.sqlstate})"
+    if e.diag.message_detail:
+        line += f", DETAIL: {e.diag.message_detail}"
+    if e.sqlstate == "42501" and re.search(r"register_tool|tools", str(e)):
+        line += "; register_tool is the DBA's: set ADMIN_DATABASE_URL to a login member of convo_admin"
+    elif e.sqlstate == "3F000" or (e.sqlstate == "42P01" and "convo." in str(e)):
+        line += "; pgconvo is not installed there: run `go run ./cmd/migrate up` on that database"
+    return line
+
+
 if __name__ == "__main__":
     try:
         main()
-    except Exception as e:  # a mismatch or any error: say so, exit 1
-        print(f"examples/python/purchase.py: {type(e).__name__}: {e}", file=sys.stderr)
-        sys.exit(1)
+    except Stop as e:
+        fail(e)
+    except psycopg.Error as e:
+        fail(what_to_do(e))

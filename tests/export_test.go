@@ -253,6 +253,7 @@ func TestExportRoundTripOfAnErasedConversation(t *testing.T) {
 // settled on the new branch, exports with its origins (the source node of
 // every imported message) and reads back row for row, origins included.
 func TestExportRoundTripOfAnImportedConversation(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	src, dst := newDB(t), newDB(t)
 	exportTools(t, src, dst)

@@ -26,11 +26,13 @@ import (
 // import-openwebui, import-mapping.md §6), run through the command against a
 // fresh database, as a login member of convo_app.
 
-const chatImports = "../../shared/samples/chat-imports/"
+var chatImports = chatImportsCorpus.path + "/"
 
-// readJSON returns a sample file, decoded.
+// readJSON returns a sample file, decoded (the test is skipped without the
+// samples beside the clone: requireCorpus).
 func readJSON(t *testing.T, name string) any {
 	t.Helper()
+	requireCorpus(t, chatImportsCorpus)
 	body, err := os.ReadFile(chatImports + name)
 	if err != nil {
 		t.Fatalf("reading a sample (the tests read ../shared/samples): %v", err)
@@ -104,6 +106,7 @@ func summaryLine(imported, present, refused int, owner string) string {
 // conversation, its messages and its message-less nodes, as the summary
 // says; a second run finds them all already present and writes nothing.
 func TestImportCLIChatGPT(t *testing.T) {
+	requireCorpus(t, chatImportsCorpus)
 	t.Parallel()
 	db := newDB(t)
 	convs := chatgptSamples(t)
@@ -131,6 +134,7 @@ func TestImportCLIChatGPT(t *testing.T) {
 // refused with its index, SQLSTATE and DETAIL (naming its ids), and nothing of it is
 // written; the others are imported, and the exit code is 1.
 func TestImportCLIRefusalGoesOn(t *testing.T) {
+	requireCorpus(t, chatImportsCorpus)
 	t.Parallel()
 	db := newDB(t)
 	convs := chatgptSamples(t)
@@ -161,6 +165,7 @@ func TestImportCLIRefusalGoesOn(t *testing.T) {
 // shards (beside the export's other files) import every shard in order; a
 // refusal names its shard.
 func TestImportCLIShards(t *testing.T) {
+	requireCorpus(t, chatImportsCorpus)
 	t.Parallel()
 	db := newDB(t)
 	url := appURL(t, db)
@@ -210,6 +215,7 @@ func TestImportCLIShards(t *testing.T) {
 // TestImportCLIOpenWebUI: an Open WebUI export (an array of chat rows and
 // bare chats) and a single chat import; a repeat is already present.
 func TestImportCLIOpenWebUI(t *testing.T) {
+	requireCorpus(t, chatImportsCorpus)
 	t.Parallel()
 	db := newDB(t)
 	url := appURL(t, db)
@@ -235,11 +241,12 @@ func TestImportCLIOpenWebUI(t *testing.T) {
 // conversation a file, import with their messages counted (a recursive
 // export's nested replies too), and again as already present.
 func TestImportCLILibreChat(t *testing.T) {
+	requireCorpus(t, chatExportsCorpus)
 	t.Parallel()
 	db := newDB(t)
 	url := appURL(t, db)
 	for _, name := range []string{"librechat-librechat-tree.json", "librechat-librechat-flat-branches.json"} {
-		path, err := filepath.Abs("../../shared/samples/chat-exports/" + name)
+		path, err := filepath.Abs(filepath.Join(chatExportsCorpus.path, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +271,7 @@ func TestImportCLIUsage(t *testing.T) {
 	db := newDB(t)
 	url := appURL(t, db)
 	dir := t.TempDir()
-	file := writeJSON(t, dir, "conversations.json", chatgptSamples(t)[:1])
+	file := writeJSON(t, dir, "conversations.json", []any{fixtureDoc(t, "chatgpt-conversations.json#0")})
 	before := fingerprint(t, db)
 	for _, c := range []struct {
 		code int

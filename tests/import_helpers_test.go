@@ -22,8 +22,9 @@ import (
 // import-mapping.md, never written by hand), and what the database holds.
 
 // sampleDirs are the folders of real chat exports the import tests read:
-// ../shared/samples from the repository root (the tests run in tests/).
-var sampleDirs = []string{"../../shared/samples/chat-imports", "../../shared/samples/chat-exports"}
+// ../shared/samples from the repository root (the tests run in tests/),
+// read in place (sampleCorpora, corpus_test.go).
+var sampleDirs = []string{chatImportsCorpus.path, chatExportsCorpus.path}
 
 // importSample is one conversation of a sample file: its format (chatgpt,
 // openwebui or librechat), its name (file#index) and its JSON, decoded with
@@ -34,9 +35,11 @@ type importSample struct {
 }
 
 // readSamples returns every conversation of every sample file, and the
-// files that hold none of the formats.
+// files that hold none of the formats. Without the samples beside the
+// clone, the test is skipped (requireCorpus).
 func readSamples(t testing.TB) (samples []importSample, other []string) {
 	t.Helper()
+	requireCorpus(t, sampleCorpora...)
 	for _, dir := range sampleDirs {
 		files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 		if err != nil || len(files) == 0 {

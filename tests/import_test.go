@@ -53,6 +53,7 @@ func mustImport(t testing.TB, pool *pgxpool.Pool, owner, format, doc string) str
 // the derived ones; one head-log row, reason import; no ledger row,
 // generation or receipt; every part one of the four types; self_check clean.
 func TestImportSamples(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	db := newDB(t)
 	web := loginAs(t, db, "convo_app")
@@ -196,6 +197,7 @@ func runImportCases(t *testing.T, db, web *pgxpool.Pool, format string, base map
 // and every table unchanged; and the tolerated mutations, which import to
 // the tree their JSON says.
 func TestImportChatGPTRefusals(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	db := newDB(t)
 	web := loginAs(t, db, "convo_app")
@@ -274,6 +276,7 @@ func TestImportChatGPTRefusals(t *testing.T) {
 // mutations of the real chat, and the tolerated ones (an edited first
 // message is a second root; times in milliseconds; a chat row).
 func TestImportOpenWebUIRefusals(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	db := newDB(t)
 	web := loginAs(t, db, "convo_app")
@@ -331,6 +334,7 @@ func TestImportOpenWebUIRefusals(t *testing.T) {
 // content type is kept as a part that says so; a user profile is a system
 // message; an edited first Open WebUI message is a user_edit root.
 func TestImportParts(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	db := newDB(t)
 	web := loginAs(t, db, "convo_app")
@@ -402,6 +406,7 @@ func TestImportParts(t *testing.T) {
 // another owner (CV011) or with no owner set; a superuser may. Nothing is
 // written by a refusal.
 func TestImportOwnersAndRepeats(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	db := newDB(t)
 	web := loginAs(t, db, "convo_app")
@@ -450,6 +455,7 @@ func TestImportOwnersAndRepeats(t *testing.T) {
 // effectful tool writes no ledger row (§4.9); the same call appended
 // through the API afterwards does.
 func TestImportWritesNoEffects(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	db := newDB(t)
 	web := loginAs(t, db, "convo_app")
@@ -477,6 +483,7 @@ func TestImportWritesNoEffects(t *testing.T) {
 // its metadata (metadata.import) and its verbatim origins: a marker
 // planted in the source is nowhere afterwards, and import_origins is a place.
 func TestImportErasure(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	db := newDB(t)
 	web := loginAs(t, db, "convo_app")
@@ -514,6 +521,7 @@ func TestImportErasure(t *testing.T) {
 // origin record (it marks a message as imported), and none is changed but
 // by erasure.
 func TestImportOriginsAreGuarded(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	db := newDB(t)
 	web := loginAs(t, db, "convo_app")
@@ -611,6 +619,7 @@ func lcChain(n int) []any {
 }
 
 func TestImportLibreChatRefusals(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	db := newDB(t)
 	web := loginAs(t, db, "convo_app")
@@ -709,6 +718,7 @@ func TestImportLibreChatRefusals(t *testing.T) {
 // the conversation's time; content arrays; the same source with other
 // content is CV009; a second owner gets a conversation of its own.
 func TestImportLibreChat(t *testing.T) {
+	requireCorpus(t, sampleCorpora...)
 	t.Parallel()
 	db := newDB(t)
 	web := loginAs(t, db, "convo_app")

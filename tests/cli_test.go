@@ -69,8 +69,15 @@ type cliRun struct {
 // DATABASE_URL unset unless env sets it.
 func runCLI(t *testing.T, env []string, args ...string) cliRun {
 	t.Helper()
+	return runCLIIn(t, t.TempDir(), env, args...)
+}
+
+// runCLIIn runs the migrate command with args in dir, with DATABASE_URL
+// unset unless env sets it.
+func runCLIIn(t *testing.T, dir string, env []string, args ...string) cliRun {
+	t.Helper()
 	cmd := exec.Command(migrateBinary(t), args...)
-	cmd.Dir = t.TempDir()
+	cmd.Dir = dir
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") {
 			cmd.Env = append(cmd.Env, kv)
@@ -230,7 +237,7 @@ func TestCLIRefusesDataLoss(t *testing.T) {
 	requireCLI(t, nil, 0, []string{"0002 effects: reverted\nversion 1\n"}, append(db, "down", "1", "-force-data-loss")...)
 	refused("goto", "0")
 	requireCLI(t, nil, 0, []string{"0001 tree: reverted\nversion 0\n"}, append(db, "-force-data-loss", "down", "-all")...)
-	requireCLI(t, nil, 1, []string{"-force-data-loss goes with down or goto, not up"}, append(db, "up", "-force-data-loss")...)
+	requireCLI(t, nil, 2, []string{"-force-data-loss goes with down or goto, not up"}, append(db, "up", "-force-data-loss")...)
 	requireVersion(t, m, 0)
 }
 
@@ -245,7 +252,7 @@ func TestCLIForceAndGotoRefuseUnknownVersions(t *testing.T) {
 	beyond := fmt.Sprint(latest + 1)
 	requireCLI(t, nil, 1, []string{"there is no migration " + beyond, "nothing was recorded"}, append(db, "force", beyond)...)
 	requireCLI(t, nil, 1, []string{"there is no migration " + beyond}, append(db, "goto", beyond)...)
-	requireCLI(t, nil, 1, []string{"V must be a version number"}, append(db, "force", "-2")...)
+	requireCLI(t, nil, 2, []string{"V must be a version number"}, append(db, "force", "-2")...)
 	requireVersion(t, m, 0)
 	requireCLI(t, nil, 0, []string{"version 1\n"}, append(db, "force", "1")...)
 	requireCLI(t, nil, 0, []string{"version 0\n"}, append(db, "force", "-1")...)

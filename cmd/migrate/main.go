@@ -1,5 +1,5 @@
 // Command migrate applies pgconvo's migrations, speaking golang-migrate's
-// verbs:
+// verbs, and carries the DBA's verbs that go with them:
 //
 //	go run ./cmd/migrate [-database URL] up
 //	go run ./cmd/migrate [-database URL] down N | down -all [-force-data-loss]
@@ -8,21 +8,33 @@
 //	go run ./cmd/migrate [-database URL] force V
 //	go run ./cmd/migrate [-database URL] status
 //	go run ./cmd/migrate [-database URL] verify
-//	go run ./cmd/migrate stop
+//	go run ./cmd/migrate [-database URL] [-owner OWNER] export ID > conversation.json
+//	go run ./cmd/migrate [-database URL] [-owner OWNER] restore FILE
 //	go run ./cmd/migrate [-database URL] -owner OWNER import-chatgpt FILE
 //	go run ./cmd/migrate [-database URL] -owner OWNER import-openwebui FILE
 //	go run ./cmd/migrate [-database URL] -owner OWNER import-librechat FILE
+//	go run ./cmd/migrate stop [-purge]
+//	go run ./cmd/migrate help [VERB]
 //
 // The database is -database, else $DATABASE_URL, else a local server this
 // command starts (or reuses) under .pgconvo/ in the working directory from
 // the PostgreSQL binaries installed on the machine. stop stops that server
-// (stop-local is another name for it). Flags may come before or after the verb.
-// Every verb but stop first names the database it works on; down and goto
-// refuse to drop tables that hold rows unless given -force-data-loss.
-// import-chatgpt, import-openwebui and import-librechat import a whole
-// export for an owner (internal/chatimport), one conversation per
-// transaction; they exit 1 if
-// any conversation was refused, 2 on a usage error.
+// (stop-local is another name for it); stop -purge also removes its data.
+// Flags may come before or after the verb. Every verb but stop, help and
+// export first names the database it works on (export names it on
+// standard error: its standard output is the document alone).
+//
+// up checks first that the connected role may run every pending migration
+// and refuses, changing nothing, when it lacks a privilege; down and goto
+// refuse to drop tables that hold rows unless given -force-data-loss;
+// status, version and verify only read. export prints
+// convo.export_conversation(ID); restore hands a file of it to
+// convo.import_conversation. import-chatgpt, import-openwebui and
+// import-librechat import a whole export for an owner (internal/chatimport),
+// one conversation per transaction.
+//
+// Exit status: 0 done; 1 failed, with one line saying what to do; 2 a
+// usage error, with the verb's usage.
 package main
 
 import (
@@ -31,7 +43,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
+	"io"
 	"os"
 	"os/signal"
 	"regexp"
@@ -39,104 +51,226 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgconvo/pgconvo/internal/chatimport"
 	"github.com/pgconvo/pgconvo/internal/localpg"
 	"github.com/pgconvo/pgconvo/migrator"
+	pgconvosql "github.com/pgconvo/pgconvo/sql"
 )
 
 // localDir is where the local server lives, relative to the working directory.
 const localDir = ".pgconvo"
 
-const usage = `usage: go run ./cmd/migrate [-database URL] VERB
-
-verbs:
-  up             apply every pending migration
-  down N         revert the last N migrations
-  down -all      revert every migration
-  goto V         migrate up or down to version V (0: revert every migration)
-  version        print the current version
-  force V        record version V as applied without running anything (0: none)
-  status         list migrations, applied and pending
-  verify         run convo.self_check() and print it; exit 1 if any check fails
-  stop           stop the local server under .pgconvo/ (also: stop-local)
-  import-chatgpt -owner OWNER FILE
-                 import a ChatGPT export for OWNER: conversations.json, a
-                 conversations-NNN.json shard, a directory or .zip of shards,
-                 or one conversation
-  import-openwebui -owner OWNER FILE
-                 import an Open WebUI export (an array of chats, or one chat)
-  import-librechat -owner OWNER FILE
-                 import a LibreChat export (one conversation, or an array)
-
-down and goto refuse to drop tables that hold rows (the conversations and
-the ledger are a record) unless given -force-data-loss.
-
-The imports run as the application: connect as its login role (a member
-of convo_app). Each conversation is a transaction of its own; one the
-database refuses is reported (index, id, SQLSTATE, DETAIL) and skipped.
-They exit 1 if any was refused, 2 on a usage error.
-
-The database is -database, else $DATABASE_URL, else a local server under
-.pgconvo/ that this command starts from the installed PostgreSQL binaries.
-
-flags:
-`
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "migrate:", err)
-		if errors.As(err, new(usageError)) {
-			os.Exit(2)
+	err := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(report(err, os.Stderr))
+}
+
+// report writes err, if any, to w as the command's last words, and returns
+// the exit code: 2 for a usage error, which the verb's usage follows.
+func report(err error, w io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintln(w, "migrate:", ue.err)
+		fmt.Fprintln(w)
+		if v := findVerb(ue.verb); v != nil {
+			printVerbUsage(w, v)
+		} else {
+			printUsage(w, newFlags(new(options)))
 		}
-		os.Exit(1)
+		return 2
+	default:
+		fmt.Fprintln(w, "migrate:", err)
+		return 1
 	}
+}
+
+// options are the command's flags.
+type options struct {
+	dbURL, owner          string
+	all, forceLoss, purge bool
+}
+
+// newFlags returns the command's flag set, parsing into o. It prints
+// nothing: run reports its errors, once.
+func newFlags(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&o.dbURL, "database", "", "the database URL (postgres://...); default $DATABASE_URL, else the local server under .pgconvo/")
+	fs.BoolVar(&o.all, "all", false, "with down: revert every migration")
+	fs.BoolVar(&o.forceLoss, "force-data-loss", false, "with down or goto: drop tables even when they hold rows")
+	fs.StringVar(&o.owner, "owner", "", "with an import verb (required), export or restore: the owner whose conversations these are")
+	fs.BoolVar(&o.purge, "purge", false, "with stop: also remove the local server's data and .pgconvo/")
+	return fs
 }
 
 // run parses args and does what they say.
 func run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	dbURL := fs.String("database", "", "database URL (postgres://...); default $DATABASE_URL, else the local server")
-	all := fs.Bool("all", false, "with down: revert every migration")
-	forceLoss := fs.Bool("force-data-loss", false, "with down or goto: drop tables even when they hold rows")
-	owner := fs.String("owner", "", "with import-chatgpt, import-openwebui or import-librechat: the owner to import for (required)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
-		fs.PrintDefaults()
-	}
+	var o options
+	fs := newFlags(&o)
 	words, err := parseInterspersed(fs, args)
+	verbName := ""
+	if len(words) > 0 {
+		verbName = words[0]
+	}
 	if errors.Is(err, flag.ErrHelp) {
-		return nil
+		return help(verbName, fs)
 	}
 	if err != nil {
-		return usageError{err}
+		if findVerb(verbName) == nil {
+			verbName = firstVerb(args)
+		}
+		return &usageError{verb: verbName, err: err}
 	}
 	if len(words) == 0 {
-		fs.Usage()
-		return errors.New("no verb given")
+		return usagef("", "no verb given: name one of the verbs below")
 	}
-	verb, rest := words[0], words[1:]
-	if *all && verb != "down" {
-		return fmt.Errorf("-all goes with down, not %s", verb)
+	rest := words[1:]
+	if verbName == "help" {
+		if len(rest) > 1 {
+			return usagef("help", "help takes at most one VERB, got %d: %s", len(rest), strings.Join(rest, " "))
+		}
+		topic := ""
+		if len(rest) == 1 {
+			topic = rest[0]
+			if findVerb(topic) == nil {
+				return usagef("", "help: unknown verb %q", topic)
+			}
+		}
+		return help(topic, fs)
 	}
-	if *forceLoss && verb != "down" && verb != "goto" {
-		return fmt.Errorf("-force-data-loss goes with down or goto, not %s", verb)
-	}
-	format, isImport := strings.CutPrefix(verb, "import-")
-	if isImport {
-		return importExport(ctx, format, *owner, *dbURL, rest, fs.Usage)
-	}
-	if *owner != "" {
-		return fmt.Errorf("-owner goes with an import verb, not %s", verb)
-	}
-
-	if verb == "stop" || verb == "stop-local" {
-		if err := wantArgs(verb, rest, 0); err != nil {
+	if format, ok := strings.CutPrefix(verbName, "import-"); ok {
+		if findVerb(verbName) == nil {
+			return usagef("", "unknown verb import-%s: the imports are import-chatgpt, import-openwebui and import-librechat", format)
+		}
+		if err := flagsGoWith(verbName, o, "database", "owner"); err != nil {
 			return err
 		}
+		return importExport(ctx, format, o.owner, o.dbURL, rest)
+	}
+	v := findVerb(verbName)
+	if v == nil {
+		return usagef("", "unknown verb %q", verbName)
+	}
+	switch v.name {
+	case "stop":
+		if err := flagsGoWith(verbName, o, "purge"); err != nil {
+			return err
+		}
+		if err := noArgs(verbName, rest); err != nil {
+			return err
+		}
+		return stopLocal(ctx, o.purge)
+	case "export", "restore":
+		if err := flagsGoWith(verbName, o, "database", "owner"); err != nil {
+			return err
+		}
+		if v.name == "export" {
+			return exportConversation(ctx, o, rest)
+		}
+		return restoreConversation(ctx, o, rest)
+	}
+	allowed := []string{"database"}
+	switch v.name {
+	case "down":
+		allowed = append(allowed, "all", "force-data-loss")
+	case "goto":
+		allowed = append(allowed, "force-data-loss")
+	}
+	if err := flagsGoWith(verbName, o, allowed...); err != nil {
+		return err
+	}
+	return migrateVerb(ctx, v.name, o, rest)
+}
+
+// help prints the usage, or verb's, on standard output.
+func help(verb string, fs *flag.FlagSet) error {
+	if v := findVerb(verb); v != nil && v.name != "help" {
+		printVerbUsage(os.Stdout, v)
+		return nil
+	}
+	printUsage(os.Stdout, fs)
+	return nil
+}
+
+// firstVerb returns the first of args that names a verb, or "".
+func firstVerb(args []string) string {
+	for _, a := range args {
+		if findVerb(a) != nil {
+			return a
+		}
+	}
+	return ""
+}
+
+// flagsGoWith fails, as a usage error, when a flag was given that verb does
+// not take (allowed names those it does).
+func flagsGoWith(verb string, o options, allowed ...string) error {
+	given := map[string]bool{"database": o.dbURL != "", "owner": o.owner != "", "all": o.all,
+		"force-data-loss": o.forceLoss, "purge": o.purge}
+	goesWith := map[string]string{
+		"database":        "every verb but stop and help",
+		"owner":           "an import verb, export or restore",
+		"all":             "down",
+		"force-data-loss": "down or goto",
+		"purge":           "stop",
+	}
+	for _, name := range []string{"database", "owner", "all", "force-data-loss", "purge"} {
+		if !given[name] || contains(allowed, name) {
+			continue
+		}
+		if name == "owner" {
+			// An error of the database's kind, exit 1, as the import verbs
+			// have always reported it.
+			return fmt.Errorf("-owner goes with an import verb, not %s (export and restore take it too)", verb)
+		}
+		if name == "database" {
+			return usagef(verb, "%s works on the local server under %s/ only: it takes no -database", verb, localDir)
+		}
+		return usagef(verb, "-%s goes with %s, not %s", name, goesWith[name], verb)
+	}
+	return nil
+}
+
+// contains reports whether list holds s.
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// noArgs fails, as a usage error, when verb got arguments.
+func noArgs(verb string, args []string) error {
+	if len(args) > 0 {
+		return usagef(verb, "%s takes no arguments, got %d: %s", verb, len(args), strings.Join(args, " "))
+	}
+	return nil
+}
+
+// oneArg returns verb's one argument, what, or a usage error.
+func oneArg(verb, what string, args []string) (string, error) {
+	switch len(args) {
+	case 1:
+		return args[0], nil
+	case 0:
+		return "", usagef(verb, "%s needs %s", verb, what)
+	default:
+		return "", usagef(verb, "%s takes only %s, got %d: %s", verb, what, len(args), strings.Join(args, " "))
+	}
+}
+
+// stopLocal stops the local server, and with purge removes its data.
+func stopLocal(ctx context.Context, purge bool) error {
+	if !purge {
 		stopped, err := localpg.StopPersistent(ctx, localDir)
 		if err != nil {
 			return err
@@ -148,33 +282,50 @@ func run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	switch verb {
-	case "up", "down", "goto", "version", "force", "status", "verify":
-	default:
-		fs.Usage()
-		return fmt.Errorf("unknown verb %q", verb)
+	p, err := localpg.PurgePersistent(ctx, localDir)
+	if p != nil && p.Stopped {
+		fmt.Println("stopped the local server in", localDir)
+	}
+	if err != nil {
+		return err
+	}
+	for _, d := range p.Removed {
+		fmt.Println("removed", d)
+	}
+	if len(p.Removed) == 0 {
+		fmt.Printf("no local server data in %s: nothing to remove\n", localDir)
+	}
+	return nil
+}
+
+// migrateVerb runs up, down, goto, version, force, status or verify.
+func migrateVerb(ctx context.Context, verb string, o options, rest []string) error {
+	latest, err := migrator.Latest()
+	if err != nil {
+		return err
 	}
 	// Check the arguments before starting a server or connecting.
 	var n int
 	var v int64
 	switch verb {
 	case "up", "version", "status", "verify":
-		err = wantArgs(verb, rest, 0)
+		err = noArgs(verb, rest)
 	case "down":
 		switch {
-		case len(rest) == 0 && !*all:
-			err = errors.New("down without N reverts every migration: pass -all to mean it, or N for N steps")
-		case len(rest) == 1 && !*all:
+		case len(rest) == 0 && !o.all:
+			err = usagef(verb, "down without N reverts every migration: pass -all to mean it, or N for N steps")
+		case len(rest) == 1 && !o.all:
 			if n, err = strconv.Atoi(rest[0]); err != nil || n < 1 {
-				err = fmt.Errorf("down: N must be a positive number, got %q", rest[0])
+				err = usagef(verb, "down: N must be a positive number of migrations, got %q", rest[0])
 			}
-		case len(rest) > 1 || (*all && len(rest) > 0):
-			err = errors.New("down takes either N or -all")
+		case len(rest) > 1 || (o.all && len(rest) > 0):
+			err = usagef(verb, "down takes either N or -all, got: %s", strings.Join(rest, " "))
 		}
 	case "goto", "force":
-		if err = wantArgs(verb, rest, 1); err == nil {
-			if v, err = strconv.ParseInt(rest[0], 10, 32); err != nil || v < 0 && !(verb == "force" && v == -1) {
-				err = fmt.Errorf("%s: V must be a version number, got %q", verb, rest[0])
+		var word string
+		if word, err = oneArg(verb, "the version V", rest); err == nil {
+			if v, err = strconv.ParseInt(word, 10, 32); err != nil || v < 0 && !(verb == "force" && v == -1) {
+				err = usagef(verb, "%s: V must be a version number, 0 to %d, got %q", verb, latest, word)
 			}
 		}
 	}
@@ -182,12 +333,67 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	db, err := chooseDatabase(ctx, *dbURL)
+	db, err := chooseDatabase(ctx, o.dbURL)
 	if err != nil {
 		return err
 	}
 	fmt.Println("database:", db.describe())
-	m, err := migrator.Open(db.url)
+	conn, err := openDB(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close() // the Migrator closes it too, when there is one: closing twice is harmless
+
+	switch verb {
+	case "status":
+		return printStatus(ctx, conn, db)
+	case "version":
+		h, err := readHistory(ctx, conn, db)
+		if h != nil && h.Dirty {
+			fmt.Printf("version %d (dirty)\n", h.Version)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Printf("version %d\n", h.Version)
+		return nil
+	case "verify":
+		return verify(ctx, conn, db)
+	}
+
+	h, err := readHistory(ctx, conn, db)
+	if err != nil {
+		return err
+	}
+	// What the verb would run, to check the privileges it needs first.
+	var to uint
+	check := true
+	switch verb {
+	case "up":
+		to = latest
+	case "down":
+		to = h.Version - min(uint(n), h.Version)
+		if o.all {
+			to = 0
+		}
+		check = o.all || uint(n) <= h.Version // else Down refuses, naming the versions
+	case "goto":
+		to = uint(v)
+		check = to <= latest // else Goto refuses, naming the migrations
+	case "force":
+		check = false // runs no migration
+	}
+	if check {
+		if err := migrator.CheckPrivileges(ctx, conn, h, to); err != nil {
+			var pe *migrator.PrivilegeError
+			if errors.As(err, &pe) {
+				return fmt.Errorf("%s refused, nothing was changed: %w", strings.Join(append([]string{verb}, rest...), " "), err)
+			}
+			return err
+		}
+	}
+
+	m, err := migrator.New(conn)
 	if err != nil {
 		return err
 	}
@@ -218,16 +424,11 @@ func run(ctx context.Context, args []string) error {
 		}
 		return nil
 	case "down":
-		cur, _, err := m.Version(ctx)
-		if err != nil {
-			return err
-		}
-		what, to := "down -all", uint(0)
+		what := "down -all"
 		if n > 0 {
 			what = fmt.Sprintf("down %d", n)
-			to = cur - min(uint(n), cur) // Down refuses more steps than are applied.
 		}
-		if !*forceLoss && uint(n) <= cur {
+		if !o.forceLoss && uint(n) <= h.Version {
 			if err := refuseDataLoss(ctx, m, what, to); err != nil {
 				return err
 			}
@@ -238,7 +439,7 @@ func run(ctx context.Context, args []string) error {
 		noChange()
 		return printVersion(ctx, m)
 	case "goto":
-		if !*forceLoss {
+		if !o.forceLoss {
 			if err := refuseDataLoss(ctx, m, "goto "+rest[0], uint(v)); err != nil {
 				return err
 			}
@@ -248,46 +449,46 @@ func run(ctx context.Context, args []string) error {
 		}
 		noChange()
 		return printVersion(ctx, m)
-	case "version":
-		return printVersion(ctx, m)
-	case "force":
+	default: // force
 		if err := m.Force(ctx, int(v)); err != nil {
 			return err
 		}
 		return printVersion(ctx, m)
-	case "status":
-		return printStatus(ctx, m)
-	default: // verify
-		return verify(ctx, db.url)
 	}
 }
 
-// usageError is a command line the flags or an import verb cannot parse:
-// exit code 2.
-type usageError struct{ error }
+// readHistory reads the migration history without writing anything, and
+// fails with the way out when the database is dirty.
+func readHistory(ctx context.Context, conn *sql.DB, db *database) (*migrator.History, error) {
+	h, err := migrator.ReadHistory(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	if h.Dirty {
+		return h, &migrator.DirtyError{Version: h.Version, DatabaseArg: db.arg}
+	}
+	return h, nil
+}
 
 // importExport runs import-chatgpt, import-openwebui or import-librechat
 // (format chatgpt, openwebui or librechat): it prints the summary, and
 // fails if any conversation was refused.
-func importExport(ctx context.Context, format, owner, flagURL string, args []string, usage func()) error {
-	if format != "chatgpt" && format != "openwebui" && format != "librechat" {
-		usage()
-		return usageError{fmt.Errorf("unknown verb import-%s", format)}
-	}
+func importExport(ctx context.Context, format, owner, flagURL string, args []string) error {
+	verb := "import-" + format
 	if len(args) != 1 {
-		return usageError{fmt.Errorf("import-%s takes one FILE, got %d: %s", format, len(args), strings.Join(args, " "))}
+		return usagef(verb, "%s takes one FILE, got %d: %s", verb, len(args), strings.Join(args, " "))
 	}
 	if owner == "" {
-		return usageError{fmt.Errorf("import-%s needs -owner OWNER, the owner to import the conversations for", format)}
+		return usagef(verb, "%s needs -owner OWNER, the owner to import the conversations for", verb)
 	}
 	db, err := chooseDatabase(ctx, flagURL)
 	if err != nil {
 		return err
 	}
 	fmt.Println("database:", db.describe())
-	conn, err := pgx.Connect(ctx, db.url)
+	conn, err := connect(ctx, db)
 	if err != nil {
-		return fmt.Errorf("connecting: %w", err)
+		return err
 	}
 	defer conn.Close(context.Background())
 	opt := chatimport.Options{Format: format, Owner: owner, Path: args[0]}
@@ -300,10 +501,10 @@ func importExport(ctx context.Context, format, owner, flagURL string, args []str
 	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("import-%s stopped: %w", format, err)
+		return fmt.Errorf("%s stopped: %w", verb, err)
 	case len(sum.Refused) > 0:
-		return fmt.Errorf("import-%s: %d of %d conversations refused (listed above); the others are imported",
-			format, len(sum.Refused), sum.Conversations())
+		return fmt.Errorf("%s: %d of %d conversations refused (listed above); the others are imported",
+			verb, len(sum.Refused), sum.Conversations())
 	}
 	return nil
 }
@@ -311,12 +512,12 @@ func importExport(ctx context.Context, format, owner, flagURL string, args []str
 // parseInterspersed parses flags wherever they appear among args and
 // returns the other words in order, so that `up -database URL` works as well
 // as `-database URL up`. A negative number after the verb is a word
-// (force -1), not a flag.
+// (force -1), not a flag. On an error it returns the words met before it.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var words []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return words, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -333,94 +534,6 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // negativeNumber matches a word like -1.
 var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
-
-// wantArgs fails unless verb got exactly n arguments.
-func wantArgs(verb string, args []string, n int) error {
-	if len(args) != n {
-		return fmt.Errorf("%s takes %d argument(s), got %d: %s", verb, n, len(args), strings.Join(args, " "))
-	}
-	return nil
-}
-
-// database is the database a command works on, and where it came from.
-type database struct {
-	// url is the URL to connect with.
-	url string
-	// arg is the -database argument that repeats this choice in a command
-	// to paste, spelled for the shell; empty for the local server.
-	arg string
-	// from says where url came from: "-database" or "DATABASE_URL".
-	from string
-	// local is the local server, when that is the database.
-	local *localpg.Persistent
-}
-
-// chooseDatabase picks the database: the flag, else $DATABASE_URL, else
-// the local server, which it starts if needed.
-func chooseDatabase(ctx context.Context, flagURL string) (*database, error) {
-	db := &database{url: flagURL, from: "-database", arg: shellQuote(maskURL(flagURL))}
-	if db.url == "" {
-		db.url, db.from, db.arg = os.Getenv("DATABASE_URL"), "DATABASE_URL", `"$DATABASE_URL"`
-	}
-	if db.url != "" {
-		if !strings.HasPrefix(db.url, "postgres://") && !strings.HasPrefix(db.url, "postgresql://") {
-			return nil, fmt.Errorf("the database URL (%s) must start with postgres:// or postgresql://", db.from)
-		}
-		return db, nil
-	}
-	local, err := localpg.EnsurePersistent(ctx, localDir)
-	if err != nil {
-		return nil, localServerError(err)
-	}
-	return &database{url: local.URL, local: local}, nil
-}
-
-// localServerError says why there is no local server, and what to do.
-func localServerError(err error) error {
-	if errors.Is(err, localpg.ErrNoBinaries) {
-		return fmt.Errorf("%w: %s, or give a database with -database or DATABASE_URL", err, localpg.InstallHint)
-	}
-	return fmt.Errorf("starting the local server (give -database or DATABASE_URL to use another database): %w", err)
-}
-
-// describe names the database for the first line of output: its URL with
-// any password masked, and where the choice came from.
-func (db *database) describe() string {
-	switch {
-	case db.local == nil:
-		return fmt.Sprintf("%s (from %s)", maskURL(db.url), db.from)
-	case db.local.Started:
-		return fmt.Sprintf("%s (the local server in %s/, started now for this command; "+
-			"`go run ./cmd/migrate stop` stops it)", db.url, localDir)
-	default:
-		return fmt.Sprintf("%s (the local server in %s/)", db.url, localDir)
-	}
-}
-
-// maskURL returns rawURL with its password, in the user part or a
-// password= parameter, replaced by xxxxx.
-func maskURL(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "(a URL that does not parse)"
-	}
-	if q := u.Query(); q.Get("password") != "" {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	if password, _ := u.User.Password(); password != "" {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
-
-// shellQuote quotes s for a POSIX shell; "" stays "".
-func shellQuote(s string) string {
-	if s == "" {
-		return ""
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
 
 // refuseDataLoss fails, naming the tables and their rows, when migrating
 // down to version to would drop tables that hold rows.
@@ -446,37 +559,39 @@ func refuseDataLoss(ctx context.Context, m *migrator.Migrator, what string, to u
 		return errors.New(b.String())
 	}
 	if err != nil {
-		return fmt.Errorf("%s refused: %w\nnothing was changed; -force-data-loss goes down without this check", what, err)
+		return fmt.Errorf("%s refused: %w; nothing was changed; -force-data-loss goes down without this check", what, err)
 	}
 	return nil
 }
 
-// printStatus prints every migration with its state, and the version.
-func printStatus(ctx context.Context, m *migrator.Migrator) error {
-	list, err := m.Status(ctx)
+// printStatus prints every migration with its state, and the version. It
+// only reads.
+func printStatus(ctx context.Context, conn *sql.DB, db *database) error {
+	all, err := migrator.List(pgconvosql.Migrations)
 	if err != nil {
 		return err
 	}
-	v, dirty, err := m.Version(ctx)
+	h, err := migrator.ReadHistory(ctx, conn)
 	if err != nil {
 		return err
 	}
+	v, dirty := h.Version, h.Dirty
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "VERSION\tNAME\tSTATE")
 	pending := 0
-	for _, mig := range list {
+	for _, mig := range all {
 		state := "pending"
 		switch {
-		case mig.Dirty:
+		case dirty && mig.Version == v:
 			state = "dirty (failed half way)"
-		case mig.Applied:
+		case mig.Version <= v:
 			state = "applied"
 		default:
 			pending++
 		}
 		fmt.Fprintf(w, "%04d\t%s\t%s\n", mig.Version, mig.Name, state)
 	}
-	latest := list[len(list)-1].Version
+	latest := all[len(all)-1].Version
 	if v > latest {
 		fmt.Fprintf(w, "%04d\t?\tapplied, and not in this checkout\n", v)
 	}
@@ -485,9 +600,11 @@ func printStatus(ctx context.Context, m *migrator.Migrator) error {
 	}
 	switch {
 	case dirty:
-		return &migrator.DirtyError{Version: v, DatabaseArg: m.DatabaseArg}
+		return &migrator.DirtyError{Version: v, DatabaseArg: db.arg}
 	case v > latest:
 		fmt.Printf("version %d: newer than this checkout, whose latest is %d\n", v, latest)
+	case v == 0:
+		fmt.Printf("version 0 of %d: not migrated, %d pending (`%s` applies them)\n", latest, pending, db.command("up"))
 	case pending > 0:
 		fmt.Printf("version %d of %d, %d pending\n", v, latest, pending)
 	default:
@@ -497,13 +614,24 @@ func printStatus(ctx context.Context, m *migrator.Migrator) error {
 }
 
 // verify prints convo.self_check() as a table and fails if any check does.
-func verify(ctx context.Context, url string) error {
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		return fmt.Errorf("opening database: %w", err)
+func verify(ctx context.Context, conn *sql.DB, db *database) error {
+	// A role that may not read the history (a member of convo_reader, say)
+	// may still verify: only a history that says "too early" stops it.
+	if h, err := migrator.ReadHistory(ctx, conn); err == nil && h.Version < 3 {
+		state := "not migrated"
+		if h.Version > 0 {
+			state = "before 0003_trust"
+		}
+		return fmt.Errorf("the database is at version %d (%s): verify runs convo.self_check(), which 0003_trust brings; "+
+			"migrate first with `%s`", h.Version, state, db.command("up"))
 	}
-	defer db.Close()
-	checks, verr := migrator.Verify(ctx, db)
+	checks, verr := migrator.Verify(ctx, conn)
+	if errors.Is(verr, migrator.ErrNoSelfCheck) {
+		return fmt.Errorf("this database has no convo.self_check(), which 0003_trust brings: migrate it first with `%s`", db.command("up"))
+	}
+	if len(checks) == 0 {
+		return verr
+	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "CHECK\tOK\tDETAIL")
 	for _, c := range checks {

@@ -146,6 +146,12 @@ func StopPersistent(ctx context.Context, dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return stopIn(ctx, dir, u)
+}
+
+// stopIn stops the server whose files are in dir (serverDir's answer), if
+// it is running, and reports whether it was. The caller holds the lock.
+func stopIn(ctx context.Context, dir string, u *osUser) (bool, error) {
 	dataDir := filepath.Join(dir, "data")
 	if _, ok := runningPort(dataDir); !ok {
 		return false, nil
@@ -161,6 +167,83 @@ func StopPersistent(ctx context.Context, dir string) (bool, error) {
 		return false, fmt.Errorf("stopping the local server with pg_ctl: %w\n%s", err, tail(out, 10))
 	}
 	return true, nil
+}
+
+// Purged is what PurgePersistent did.
+type Purged struct {
+	// Stopped reports that the server was running and was stopped.
+	Stopped bool
+	// Removed are the directories removed, absolute: dir, and the
+	// directory under /var/tmp its server kept its files in when the
+	// server's OS user could not reach dir.
+	Removed []string
+}
+
+// PurgePersistent stops the server EnsurePersistent started under dir, if it
+// is running, and removes everything it kept: its data directory, log and
+// port (in dir, or in the /var/tmp/pgconvo-<hash> directory serverDir
+// chose when the server's OS user could not reach dir) and dir itself. The
+// next EnsurePersistent starts from an empty cluster. Nothing there is
+// nothing to do.
+func PurgePersistent(ctx context.Context, dir string) (*Purged, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	// Only root's servers live under /var/tmp: another user's never do,
+	// unless a link of dir's says so.
+	alt := fallbackDir(abs)
+	_, dirErr := os.Lstat(abs)
+	_, altErr := os.Lstat(alt)
+	if target, err := os.Readlink(filepath.Join(abs, "server")); altErr == nil && os.Geteuid() != 0 && (err != nil || target != alt) {
+		altErr = os.ErrNotExist
+	}
+	if errors.Is(dirErr, os.ErrNotExist) && altErr != nil {
+		return &Purged{}, nil
+	}
+	u, err := serverUser()
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := lockDir(ctx, abs)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	p := &Purged{}
+	// The server's files are in abs, or in alt when abs/server links there
+	// (or, the link lost, when alt exists and is ours).
+	dirs := []string{abs}
+	if altErr == nil {
+		dirs = append(dirs, alt)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "data")); err != nil {
+			continue
+		}
+		stopped, err := stopIn(ctx, d, u)
+		if err != nil {
+			return p, fmt.Errorf("%w; nothing was removed", err)
+		}
+		p.Stopped = p.Stopped || stopped
+		if left := processesIn(filepath.Join(d, "data")); len(left) > 0 {
+			return p, fmt.Errorf("processes %v still use %s: stop them, then purge again; nothing was removed", left, filepath.Join(d, "data"))
+		}
+	}
+	if altErr == nil {
+		if err := checkOurs(alt, u); err != nil {
+			return p, err
+		}
+		if err := os.RemoveAll(alt); err != nil {
+			return p, fmt.Errorf("removing %s: %w", alt, err)
+		}
+		p.Removed = append(p.Removed, alt)
+	}
+	if err := os.RemoveAll(abs); err != nil {
+		return p, fmt.Errorf("removing %s: %w", abs, err)
+	}
+	p.Removed = append(p.Removed, abs)
+	return p, nil
 }
 
 // lockDir takes the lock file dir/lock (making dir if needed), waiting while
@@ -357,8 +440,7 @@ func serverDir(dir string, u *osUser) (string, error) {
 	if reachErr == nil {
 		return dir, nil
 	}
-	sum := sha256.Sum256([]byte(dir))
-	alt := filepath.Join("/var/tmp", "pgconvo-"+hex.EncodeToString(sum[:6]))
+	alt := fallbackDir(dir)
 	if err := u.checkTraversable(alt); err != nil {
 		return "", fmt.Errorf("%w; and no fallback under /var/tmp: %v", reachErr, err)
 	}
@@ -368,14 +450,8 @@ func serverDir(dir string, u *osUser) (string, error) {
 	if err := os.Mkdir(alt, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("making %s: %w", alt, err)
 	}
-	// Refuse a directory someone else planted there (or a link to elsewhere).
-	info, err := os.Lstat(alt)
-	if err != nil {
-		return "", fmt.Errorf("checking %s: %w", alt, err)
-	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !info.IsDir() || !ok || (st.Uid != 0 && st.Uid != u.uid) {
-		return "", fmt.Errorf("%s exists and is not a directory of root or %s: remove it, or run from a directory %s can reach", alt, u.name, u.name)
+	if err := checkOurs(alt, u); err != nil {
+		return "", err
 	}
 	link := filepath.Join(dir, "server")
 	if _, err := os.Lstat(link); errors.Is(err, os.ErrNotExist) {
@@ -384,4 +460,29 @@ func serverDir(dir string, u *osUser) (string, error) {
 		}
 	}
 	return alt, nil
+}
+
+// fallbackDir is the directory under /var/tmp that serverDir gives the
+// server under dir (absolute) when the server's OS user cannot reach dir.
+func fallbackDir(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join("/var/tmp", "pgconvo-"+hex.EncodeToString(sum[:6]))
+}
+
+// checkOurs fails unless alt is a directory (not a link) of root or u:
+// one serverDir made, not one someone else planted there.
+func checkOurs(alt string, u *osUser) error {
+	info, err := os.Lstat(alt)
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", alt, err)
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !info.IsDir() || !ok || (st.Uid != 0 && (u == nil || st.Uid != u.uid) && int(st.Uid) != os.Geteuid()) {
+		name := "us"
+		if u != nil {
+			name = u.name
+		}
+		return fmt.Errorf("%s exists and is not a directory of root or %s: remove it yourself, or run from a directory %s can reach", alt, name, name)
+	}
+	return nil
 }

@@ -130,6 +130,13 @@ func validCalls(f badInputFixture) []call {
 		{"export_conversation", []arg{{"p_conversation_id", u(f.conv), false}}},
 		{"import_conversation", []arg{{"p_owner_id", "'owner-1'", false},
 			{"p_export", "convo.export_conversation(" + u(f.conv) + ")", false}}}, // a repeat: the same id
+		{"conversations", []arg{{"p_owner_id", "'owner-1'", false}, {"p_limit", "50", false}, {"p_before", "NULL", true},
+			{"p_archived", "false", false}, {"p_before_id", "NULL", true}}},
+		{"set_title", []arg{{"p_conversation_id", u(f.conv), false}, {"p_title", "'Credits'", true}}},
+		{"archive_conversation", []arg{{"p_conversation_id", u(f.conv), false}}},
+		{"unarchive_conversation", []arg{{"p_conversation_id", u(f.conv), false}}},
+		{"import_history", []arg{{"p_format", "'chatgpt'", false}, {"p_owner_id", "'owner-1'", false},
+			{"p_source", `'{"mapping": {}}'`, false}}},
 		{"self_check", nil},
 		{"max_message_bytes", nil}, {"max_part_bytes", nil}, {"max_tool_input_bytes", nil}, {"max_metadata_bytes", nil},
 		{"max_request_bytes", nil}, {"max_detail_bytes", nil}, {"max_ref_length", nil}, {"generation_stale_after", nil},

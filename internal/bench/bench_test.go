@@ -51,8 +51,8 @@ func TestRunTiny(t *testing.T) {
 	if res.Messages < int64(cfg.Conversations*cfg.Length) {
 		t.Errorf("%d messages loaded, want at least %d", res.Messages, cfg.Conversations*cfg.Length)
 	}
-	if len(res.Rows) != 9 {
-		t.Errorf("%d rows, want one per workload of issue 8's table (8) and 16 clients with convo.notify off", len(res.Rows))
+	if len(res.Rows) != 11 {
+		t.Errorf("%d rows, want one per workload of BENCHMARKS.md's table (8), 16 clients with convo.notify off and the sidebar's two pages", len(res.Rows))
 	}
 	if len(res.Calls) != 4 {
 		t.Errorf("%d call counts, want 4 (append, edit, tool turn, import)", len(res.Calls))

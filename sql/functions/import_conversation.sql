@@ -1,5 +1,6 @@
 -- import_conversation: restores an export (export_conversation's document,
--- version 2) into this database: a DBA's operation, convo_admin's, for
+-- version 3, or version 2, read as version 3 with no title, not archived, no
+-- changes and its latest message's time as its last activity) into this database: a DBA's operation, convo_admin's, for
 -- moving or restoring a conversation between databases. The document is
 -- accepted only when every row is one the API could have written: its
 -- shape and times (restore_problem) before anything is written, its ledger
@@ -24,9 +25,8 @@ SET TimeZone = 'UTC'
 SET IntervalStyle = 'iso_8601'
 AS $$
 DECLARE
-    v_keys      constant text[] := ARRAY['format', 'version', 'conversation', 'messages', 'head_log', 'generations',
-                                         'tools', 'tool_calls', 'effects', 'effect_events', 'erasures', 'origins',
-                                         'imports'];
+    v_keys      text[] := ARRAY['format', 'version', 'conversation', 'messages', 'head_log', 'changes', 'generations',
+                                'tools', 'tool_calls', 'effects', 'effect_events', 'erasures', 'origins', 'imports'];
     -- What the database assigns, and so what a restore does not read back as given.
     v_assigned  constant text[] := ARRAY['seq', 'source_seq', 'import_id', 'scope_key', 'idempotency_key'];
     v_now       timestamptz := clock_timestamp();
@@ -49,19 +49,23 @@ DECLARE
 BEGIN
     PERFORM convo_private.check_import_owner(p_owner_id);
 
-    -- The envelope: format, version, exactly the keys of version 2.
+    -- The envelope: format, version, exactly the keys of its version.
     IF p_export IS NULL OR jsonb_typeof(p_export) <> 'object' THEN
         RAISE EXCEPTION 'p_export must be a JSON object'
             USING ERRCODE = 'CV011', DETAIL = format('owner %s, p_export %s', p_owner_id, coalesce(jsonb_typeof(p_export), 'NULL'));
     END IF;
-    IF p_export -> 'format' IS DISTINCT FROM '"pgconvo.export"' OR p_export -> 'version' IS DISTINCT FROM '2' THEN
-        RAISE EXCEPTION 'not a pgconvo export of version 2'
+    IF p_export -> 'format' IS DISTINCT FROM '"pgconvo.export"' OR p_export -> 'version' NOT IN ('2', '3')
+       OR p_export -> 'version' IS NULL THEN
+        RAISE EXCEPTION 'not a pgconvo export of version 2 or 3'
             USING ERRCODE = 'CV011',
                   DETAIL = format('owner %s, format %s, version %s', p_owner_id,
                                   coalesce((p_export -> 'format')::text, 'missing'), coalesce((p_export -> 'version')::text, 'missing')),
                   HINT = CASE WHEN p_export -> 'version' = '1'
                               THEN 'Version 1 exports lack what a restore checks (the tool version of each call): migrate the source database and export again.'
-                              ELSE 'import_conversation reads what export_conversation writes: {"format": "pgconvo.export", "version": 2, ...}.' END;
+                              ELSE 'import_conversation reads what export_conversation writes: {"format": "pgconvo.export", "version": 3, ...}.' END;
+    END IF;
+    IF p_export -> 'version' = '2' THEN
+        v_keys := array_remove(v_keys, 'changes');
     END IF;
     FOREACH v_key IN ARRAY v_keys LOOP
         IF NOT p_export ? v_key THEN
@@ -93,6 +97,21 @@ BEGIN
     v_digest := convo_private.keyed_digest(encode(sha256(convert_to(p_export::text, 'UTF8')), 'hex'));
 
     BEGIN
+        -- Version 2 had no title, archive state or change log: it is read
+        -- as version 3 with none, its last activity its latest message's time.
+        IF p_export -> 'version' = '2' THEN
+            v_conv := v_conv || jsonb_build_object('title', NULL, 'archived', false, 'last_activity_at',
+                (SELECT max(t) FROM (SELECT (v_conv ->> 'created_at')::timestamptz
+                                     UNION ALL
+                                     SELECT (e.elem ->> 'created_at')::timestamptz
+                                       FROM jsonb_array_elements(p_export -> 'messages') AS e (elem)) AS x (t)));
+            p_export := p_export || jsonb_build_object('version', 3, 'changes', '[]'::jsonb, 'conversation', v_conv);
+            v_keys := array_append(v_keys, 'changes');
+        END IF;
+        IF jsonb_typeof(v_conv -> 'archived') IS DISTINCT FROM 'boolean' THEN
+            RAISE EXCEPTION 'the export''s conversation has no boolean "archived"'
+                USING ERRCODE = 'CV011', DETAIL = format('conversation %s, key conversation.archived', v_id);
+        END IF;
         -- A repeat, recognised by the id before any other check, and read
         -- without a lock (another owner's row is never locked or waited
         -- for): the same document restored here before (its digest), or a
@@ -136,8 +155,9 @@ BEGIN
                       HINT = 'Register the tool versions the export lists (convo.register_tool) before importing.';
         END IF;
 
-        INSERT INTO convo.conversations (id, owner_id, metadata, created_at)
-        VALUES (v_id, p_owner_id, v_conv -> 'metadata', (v_conv ->> 'created_at')::timestamptz)
+        INSERT INTO convo.conversations (id, owner_id, metadata, created_at, title, archived, last_activity_at)
+        VALUES (v_id, p_owner_id, v_conv -> 'metadata', (v_conv ->> 'created_at')::timestamptz, v_conv ->> 'title',
+                (v_conv ->> 'archived')::boolean, (v_conv ->> 'last_activity_at')::timestamptz)
         ON CONFLICT (id) DO NOTHING;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'conversation id % was taken meanwhile', v_id
@@ -179,6 +199,12 @@ BEGIN
             UPDATE convo.conversations c SET head_message_id = (v_conv ->> 'head_message_id')::uuid WHERE c.id = v_id;
             PERFORM convo_private.move_live_path(v_id, (v_conv ->> 'head_message_id')::uuid);
         END IF;
+        -- The change log (title, archive state), numbered here the same way.
+        INSERT INTO convo.conversation_changes
+            (conversation_id, seq, field, old_value, new_value, changed_at, changed_by, source_seq, import_id)
+        SELECT v_id, row_number() OVER (ORDER BY x.seq), x.field, x.old_value, x.new_value, x.changed_at, x.changed_by,
+               x.seq, v_import
+          FROM jsonb_populate_recordset(NULL::convo.conversation_changes, p_export -> 'changes') x;
 
         -- Generations as they stand.
         INSERT INTO convo.generations

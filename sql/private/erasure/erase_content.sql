@@ -23,7 +23,8 @@ BEGIN
     FOR v_place IN
         SELECT * FROM (VALUES
             ('messages', 'parts', 'conversation_id'),
-            ('conversations', 'metadata', 'id'),
+            ('conversations', 'metadata, title', 'id'),
+            ('conversation_changes', 'old_value, new_value', 'conversation_id'),
             ('generations', 'params, request_digest, usage, error', 'conversation_id'),
             ('tool_effects', 'arguments', 'conversation_id'),
             ('tool_effect_events', 'evidence', 'conversation_id'),

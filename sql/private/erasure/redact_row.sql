@@ -2,7 +2,8 @@
 -- the row given and returned as jsonb: the one place that says what erasure
 -- redacts. It keeps the shape (ids, times, states, amounts, currencies,
 -- external references, who did what) and empties the content: message parts
--- (their one copy, the message's array), conversation metadata,
+-- (their one copy, the message's array), conversation metadata, its title
+-- and the titles in its change log,
 -- generation params, request digest, usage and error detail, effect
 -- arguments, event evidence, an imported message's source node, an
 -- import's source key and digest, a receipt's request, arguments and expected values. Idempotent. erase_content,
@@ -15,7 +16,9 @@ RETURN p_row || CASE p_table
     WHEN 'messages' THEN jsonb_build_object('parts',
         (SELECT jsonb_agg(convo_private.redact_part(e.part) ORDER BY e.n)
            FROM jsonb_array_elements(p_row -> 'parts') WITH ORDINALITY AS e (part, n)))
-    WHEN 'conversations' THEN '{"metadata": {}}'::jsonb
+    WHEN 'conversations' THEN '{"metadata": {}, "title": null}'::jsonb
+    WHEN 'conversation_changes' THEN CASE WHEN p_row ->> 'field' = 'title'
+                                          THEN '{"old_value": null, "new_value": null}'::jsonb ELSE '{}'::jsonb END
     WHEN 'generations' THEN jsonb_build_object('params', '{}'::jsonb, 'request_digest', NULL,
         'usage', CASE WHEN jsonb_typeof(p_row -> 'usage') <> 'null' THEN '{}'::jsonb END,
         'error', CASE WHEN jsonb_typeof(p_row -> 'error') <> 'null' THEN '{}'::jsonb END)

@@ -26,14 +26,15 @@ BEGIN ATOMIC
                                        'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',
                                        'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
                                        'max_ref_length', 'request_messages', 'request_digest',
-                                       'import_chatgpt', 'import_openwebui', 'import_librechat',
-                                       'export_conversation']),
+                                       'import_chatgpt', 'import_openwebui', 'import_librechat', 'import_history',
+                                       'export_conversation', 'conversations', 'set_title', 'archive_conversation',
+                                       'unarchive_conversation']),
                    ('convo_reader', ARRAY['path', 'path_at', 'head_at', 'head_history', 'alternatives',
                                           'effect_for_call', 'args_errors', 'generation_stale_after', 'self_check',
                                           'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',
                                           'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
                                           'max_ref_length', 'request_messages', 'request_digest',
-                                          'export_conversation']),
+                                          'export_conversation', 'conversations']),
                    ('convo_admin', ARRAY['register_tool', 'expire_receipts', 'erase_conversation', 'erase_owner',
                                          'import_conversation'])) AS g (grantee, names)
         ON p.proname = ANY (g.names)

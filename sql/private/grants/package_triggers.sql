@@ -1,7 +1,7 @@
 -- package_triggers: every trigger pgconvo puts on its tables (and on its
 -- view message_parts), by what it guards: append_only (refuse_change,
 -- refuse_forgery), head_log (the conversation's guard and the logging of
--- direct head updates) and rule (the tree's and the ledger's guards, the
+-- direct head, title and archive updates) and rule (the tree's and the ledger's guards, the
 -- state machines). Each table's triggers are numbered in the order they fire
 -- (PostgreSQL fires them by name): 10 who may write, 20 what a row must be,
 -- 30 what follows, 90 append-only. self_check requires each present and
@@ -17,7 +17,11 @@ BEGIN ATOMIC
       FROM (VALUES
         ('conversations', 'conversations_10_guard', 'head_log'),
         ('conversations', 'conversations_20_log_direct', 'head_log'),
+        ('conversations', 'conversations_21_log_direct_change', 'head_log'),
         ('conversations', 'conversations_90_no_delete', 'append_only'),
+        ('conversation_changes', 'conversation_changes_10_no_forgery', 'append_only'),
+        ('conversation_changes', 'conversation_changes_30_no_update', 'append_only'),
+        ('conversation_changes', 'conversation_changes_90_append_only', 'append_only'),
         ('messages', 'messages_20_guard', 'rule'),
         ('messages', 'messages_30_no_update', 'append_only'),
         ('messages', 'messages_90_append_only', 'append_only'),

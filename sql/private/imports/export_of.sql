@@ -1,5 +1,5 @@
 -- export_of: the export document of one conversation (format pgconvo.export,
--- version 2; every key is described in the README and on
+-- version 3; every key is described in the README and on
 -- convo.export_conversation), without an owner check: export_conversation
 -- checks the reader, import_conversation compares an import with what it
 -- stored. Every row is the table's own row as jsonb, without the
@@ -20,12 +20,14 @@ AS $$
 BEGIN
     RETURN (SELECT jsonb_build_object(
         'format', 'pgconvo.export',
-        'version', 2,
+        'version', 3,
         'conversation', to_jsonb(c),
         'messages', coalesce((SELECT jsonb_agg(to_jsonb(m) - 'conversation_id' ORDER BY m.depth, m.parent_id, m.sibling_index)
                                 FROM convo.messages m WHERE m.conversation_id = c.id), '[]'),
         'head_log', coalesce((SELECT jsonb_agg(to_jsonb(l) - 'conversation_id' ORDER BY l.seq)
                                 FROM convo.conversation_head_log l WHERE l.conversation_id = c.id), '[]'),
+        'changes', coalesce((SELECT jsonb_agg(to_jsonb(x) - 'conversation_id' ORDER BY x.seq)
+                               FROM convo.conversation_changes x WHERE x.conversation_id = c.id), '[]'),
         'generations', coalesce((SELECT jsonb_agg(to_jsonb(g) - 'conversation_id' ORDER BY g.started_at, g.id)
                                    FROM convo.generations g WHERE g.conversation_id = c.id), '[]'),
         'tools', coalesce((SELECT jsonb_agg(to_jsonb(t) - 'registered_at' - 'registered_by' ORDER BY t.name, t.version)

@@ -8,7 +8,9 @@
 -- the nearest imported node at or above p_current, else the latest leaf;
 -- each message's source node is kept in import_origins. Caps are checked
 -- first (CV010 naming the node); no ledger row, receipt or generation is
--- written. The import is recorded in convo.imports (owner, format, source
+-- written. The export's title becomes the conversation's (cut to
+-- max_title_length; the export's own stays in the metadata), and its last
+-- activity the latest message's time. The import is recorded in convo.imports (owner, format, source
 -- key, keyed digest, who, when), and every row it writes, the head-log row
 -- 'import' included, names that record (import_id). Every step is a pass
 -- or a hash join over the nodes: linear.
@@ -57,6 +59,8 @@ DECLARE
     v_fallback   text;
     v_bad        record;
     v_metadata   jsonb;
+    v_title      text;         -- the export's title, cut to max_title_length
+    v_created    timestamptz;
 BEGIN
     -- The nodes as arrays in key order, each parent as an index (0: none).
     WITH n AS MATERIALIZED (SELECT * FROM convo_private.import_nodes(p_source, p_mapping))
@@ -167,9 +171,10 @@ BEGIN
             USING ERRCODE = 'CV010', DETAIL = format('%s: metadata of %s bytes', p_where, octet_length(v_metadata::text));
     END IF;
 
-    INSERT INTO convo.conversations (id, owner_id, metadata, created_at)
-    VALUES (p_conversation_id, p_owner_id, v_metadata,
-            coalesce(p_conv_time, (SELECT min(a) FROM unnest(m_at) AS a), v_now))
+    v_title := left(convo_private.nonempty_text(p_metadata -> 'title'), convo_private.max_title_length());
+    v_created := coalesce(p_conv_time, (SELECT min(a) FROM unnest(m_at) AS a), v_now);
+    INSERT INTO convo.conversations (id, owner_id, metadata, created_at, title, last_activity_at)
+    VALUES (p_conversation_id, p_owner_id, v_metadata, v_created, v_title, v_created)
     ON CONFLICT (id) DO NOTHING;
     IF NOT FOUND THEN
         -- The same import committed by another session meanwhile (a repeat,
@@ -185,6 +190,10 @@ BEGIN
     END IF;
     INSERT INTO convo.imports (conversation_id, id, owner_id, format, source_key, digest)
     VALUES (p_conversation_id, v_import, p_owner_id, p_source, p_source_key, p_digest);
+    -- The export's title is the conversation's, logged as the import's.
+    IF v_title IS NOT NULL THEN
+        PERFORM convo_private.log_change(p_conversation_id, 'title', NULL, v_title, convo_private.caller(), v_import);
+    END IF;
 
     -- Origins (their foreign key is deferred), then the messages through
     -- write_messages, parents before children, siblings in order, with

@@ -23,7 +23,10 @@
 --   before it is redacted, each place is one erasure writes, and no count
 --   is more than the rows there;
 --   imports: the document's records are of this owner, of a known format,
---   and not after p_now.
+--   and not after p_now;
+--   changes: the change log (title, archive state) is a chain from none to
+--   what the conversation holds, in time order, its titles redacted by an
+--   erasure after them.
 CREATE OR REPLACE FUNCTION convo_private.restore_problem(p_owner_id text, p_export jsonb, p_now timestamptz)
 RETURNS text
 LANGUAGE plpgsql
@@ -48,6 +51,7 @@ BEGIN
                  FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
                       LATERAL jsonb_populate_record(NULL::convo.erasures, j.elem) x),
          i AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.imports, p_export -> 'imports')),
+         ch AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.conversation_changes, p_export -> 'changes')),
          -- Messages that came from another product keep the source's times.
          mo AS (SELECT m.*, EXISTS (SELECT 1 FROM o WHERE o.message_id = m.id) AS imported FROM m),
          -- How many rows of each place the document holds, for erasure counts.
@@ -59,7 +63,8 @@ BEGIN
              ('tool_effects', (SELECT count(*) FROM e)),
              ('tool_effect_events', (SELECT count(*) FROM v)),
              ('import_origins', (SELECT count(*) FROM o)),
-             ('imports', (SELECT count(*) FROM i)))
+             ('imports', (SELECT count(*) FROM i)),
+             ('conversation_changes', (SELECT count(*) FROM ch)))
     SELECT p INTO v_problem FROM (
         -- References.
         (SELECT format('messages: message %s appears twice', m.id) FROM m GROUP BY m.id HAVING count(*) > 1 LIMIT 1)
@@ -203,6 +208,43 @@ BEGIN
                    FROM v JOIN e ON e.id = v.effect_id) x
           WHERE x.at > p_now OR x.at < x.requested_at OR x.at < x.before ORDER BY x.seq LIMIT 1)
         UNION ALL
+        -- The change log: each row once, each change from what the row
+        -- before left (a title from none, an archive state from false), the
+        -- last one what the conversation holds, in time order.
+        (SELECT format('changes: row seq %s appears twice', ch.seq) FROM ch GROUP BY ch.seq HAVING count(*) > 1 LIMIT 1)
+        UNION ALL
+        (SELECT format('changes: row seq %s changes %s, which is not title or archived', ch.seq, coalesce(ch.field, 'nothing'))
+           FROM ch WHERE ch.field IS NULL OR ch.field NOT IN ('title', 'archived') LIMIT 1)
+        UNION ALL
+        (SELECT format('changes: row seq %s changes %s from %s, which is not what it was (%s)', x.seq, x.field,
+                       coalesce(x.old_value, 'none'), coalesce(x.before, 'none'))
+           FROM (SELECT ch.seq, ch.field, ch.old_value,
+                        coalesce(lag(ch.new_value, 1, CASE ch.field WHEN 'archived' THEN 'false' END)
+                                     OVER (PARTITION BY ch.field ORDER BY ch.seq),
+                                 CASE WHEN ch.field = 'archived' THEN 'false' END) AS before
+                   FROM ch WHERE ch.field IN ('title', 'archived')) x
+          WHERE x.old_value IS DISTINCT FROM x.before ORDER BY x.seq LIMIT 1)
+        UNION ALL
+        (SELECT format('changes: the log leaves the %s %s, the conversation holds %s', f.field, coalesce(f.logged, 'none'),
+                       coalesce(f.held, 'none'))
+           FROM (SELECT 'title' AS field, v_conv ->> 'title' AS held,
+                        (SELECT ch.new_value FROM ch WHERE ch.field = 'title' ORDER BY ch.seq DESC LIMIT 1) AS logged
+                 UNION ALL
+                 SELECT 'archived', v_conv ->> 'archived',
+                        coalesce((SELECT ch.new_value FROM ch WHERE ch.field = 'archived' ORDER BY ch.seq DESC LIMIT 1), 'false')) f
+          WHERE f.held IS DISTINCT FROM f.logged LIMIT 1)
+        UNION ALL
+        (SELECT format('changes: row seq %s changed at %s, %s', ch.seq, ch.changed_at,
+                       CASE WHEN ch.changed_at > p_now THEN 'after the import' ELSE 'before the conversation' END)
+           FROM ch WHERE ch.changed_at > p_now OR ch.changed_at < v_created ORDER BY ch.seq LIMIT 1)
+        UNION ALL
+        (SELECT format('changes: row seq %s changed at %s, before the row before it', x.seq, x.changed_at)
+           FROM (SELECT ch.seq, ch.changed_at, lag(ch.changed_at) OVER (ORDER BY ch.seq) AS before FROM ch) x
+          WHERE x.changed_at < x.before ORDER BY x.seq LIMIT 1)
+        UNION ALL
+        (SELECT format('conversation: last activity at %s, after the import', v_conv ->> 'last_activity_at')
+          WHERE (v_conv ->> 'last_activity_at')::timestamptz > p_now)
+        UNION ALL
         -- Erasures.
         (SELECT format('erasures: erasure %s dated %s, %s', r.id, r.erased_at,
                        CASE WHEN r.erased_at > p_now THEN 'after the import' ELSE 'before the conversation' END)
@@ -215,6 +257,14 @@ BEGIN
                    AND m.parts::text IS DISTINCT FROM (convo_private.redact_row('messages', to_jsonb(m)) -> 'parts')::text
                 UNION ALL
                 SELECT 'the conversation''s metadata is not redacted' WHERE v_conv -> 'metadata' IS DISTINCT FROM '{}'::jsonb
+                UNION ALL
+                SELECT format('change seq %s, before it, holds a title', ch.seq)
+                  FROM ch WHERE ch.field = 'title' AND ch.changed_at <= r.erased_at
+                   AND (ch.old_value IS NOT NULL OR ch.new_value IS NOT NULL)
+                UNION ALL
+                SELECT 'the conversation''s title, set before it, is not redacted'
+                 WHERE v_conv ->> 'title' IS NOT NULL
+                   AND NOT EXISTS (SELECT 1 FROM ch WHERE ch.field = 'title' AND ch.changed_at > r.erased_at)
                 UNION ALL
                 SELECT format('generation %s, started before it, is not redacted', g.id)
                   FROM g WHERE g.started_at <= r.erased_at

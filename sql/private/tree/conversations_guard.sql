@@ -1,7 +1,8 @@
--- conversations_guard: of a conversation only the head may change, and its
--- metadata only by erasure (pgconvo's erase_content): its id, owner and
--- creation time are fixed, and a head once set is never unset (the head
--- always names a message). It runs for every UPDATE that changes a fixed
+-- conversations_guard: of a conversation only the head, the title and the
+-- archive state may change (each logged), its last activity only with its
+-- messages through the API, and its metadata only by erasure (pgconvo's
+-- erase_content): its id, owner and creation time are fixed, and a head once
+-- set is never unset (the head always names a message). It runs for every UPDATE that changes a fixed
 -- column or unsets the head, and for every UPDATE outside pgconvo's code
 -- (not the owner role, or the owner role only because a session SET ROLE
 -- to it: pgconvo's SECURITY DEFINER functions run as the owner role with the
@@ -21,6 +22,12 @@ BEGIN
     IF OLD.head_message_id IS NOT NULL AND NEW.head_message_id IS NULL THEN
         RAISE EXCEPTION 'the head of a conversation cannot be unset'
             USING ERRCODE = 'CV011', DETAIL = format('conversation %s, head %s', OLD.id, OLD.head_message_id);
+    END IF;
+    IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner')
+       AND NEW.last_activity_at IS DISTINCT FROM OLD.last_activity_at THEN
+        RAISE EXCEPTION 'a conversation''s last_activity_at moves only with its messages, through the API'
+            USING ERRCODE = 'CV005',
+                  DETAIL = format('table convo.conversations, conversation %s, role %s', OLD.id, current_user);
     END IF;
     IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner')
        AND NEW.metadata::text IS DISTINCT FROM OLD.metadata::text THEN

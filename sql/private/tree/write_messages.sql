@@ -16,8 +16,9 @@
 -- tool call id unique in the conversation and each result naming a call of
 -- its parent; inserts the messages and their keyed parts (keyed_parts:
 -- calls, results, attachments) as sets; records each tool call's ledger
--- decision (record_tool_call); and moves the head (log_head_move: the head
--- log, the live path, the notification). The tables' triggers only guard
+-- decision (record_tool_call); and moves the head, with the conversation's
+-- last activity (log_head_move: the head log, the live path, the
+-- notification). The tables' triggers only guard
 -- writes that do not come from pgconvo's own code. DETAILs name where a
 -- refused message was going, never its own id, which is not stored.
 CREATE OR REPLACE FUNCTION convo_private.write_messages(
@@ -221,7 +222,13 @@ BEGIN
     END IF;
 
     IF p_head IS NOT NULL AND p_head IS DISTINCT FROM p_old_head THEN
-        UPDATE convo.conversations c SET head_message_id = p_head WHERE c.id = p_conversation_id;
+        -- The conversation's last activity moves with its head: now, or for
+        -- an import the latest original time it writes.
+        UPDATE convo.conversations c
+           SET head_message_id = p_head,
+               last_activity_at = CASE WHEN p_import_id IS NULL OR p_times IS NULL THEN v_now
+                                       ELSE coalesce((SELECT max(t) FROM unnest(p_times) AS t), v_now) END
+         WHERE c.id = p_conversation_id;
         PERFORM convo_private.log_head_move(p_conversation_id, p_head, p_old_head, p_head_reason, p_moved_by, p_import_id);
     END IF;
 END;

@@ -1,0 +1,69 @@
+-- conversations: an owner's conversations for a sidebar, latest activity
+-- first (ties by id, descending), p_limit at a time (1 to 1,000), archived
+-- ones only with p_archived. Keyset-paged: pass the last row's
+-- last_activity_at and conversation_id as p_before and p_before_id for the
+-- next page, so no conversation is skipped or repeated between pages even
+-- when many share one time (an import); p_before alone means strictly
+-- older. One range scan of conversations_sidebar_idx. A convo_app session
+-- lists only the owner it set (CV011 for another); convo_reader any.
+-- last_activity_at is the time of the conversation's last message written
+-- through the API (an import's: its latest message's original time).
+CREATE OR REPLACE FUNCTION convo.conversations(
+    p_owner_id  text,
+    p_limit     int DEFAULT 50,
+    p_before    timestamptz DEFAULT NULL,
+    p_archived  boolean DEFAULT false,
+    p_before_id uuid DEFAULT NULL)
+RETURNS TABLE (conversation_id uuid, title text, created_at timestamptz, last_activity_at timestamptz,
+               head_message_id uuid, archived boolean)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_owner_id IS NULL OR NOT convo_private.sees_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'p_owner_id must be the owner this session acts for'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL')),
+                  HINT = 'Name the owner with SET LOCAL convo.owner_id first.';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 1000, not %', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF p_archived IS NULL THEN
+        RAISE EXCEPTION 'p_archived must be true or false'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF p_before_id IS NOT NULL AND p_before IS NULL THEN
+        RAISE EXCEPTION 'p_before_id goes with p_before: both are the last row of the previous page'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, p_before_id %s', p_owner_id, p_before_id);
+    END IF;
+    IF p_before IS NULL THEN
+        RETURN QUERY
+        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+          FROM convo.conversations c
+         WHERE c.owner_id = p_owner_id AND c.archived = p_archived
+         ORDER BY c.last_activity_at DESC, c.id DESC
+         LIMIT p_limit;
+    ELSIF p_before_id IS NULL THEN
+        RETURN QUERY
+        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+          FROM convo.conversations c
+         WHERE c.owner_id = p_owner_id AND c.archived = p_archived AND c.last_activity_at < p_before
+         ORDER BY c.last_activity_at DESC, c.id DESC
+         LIMIT p_limit;
+    ELSE
+        RETURN QUERY
+        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+          FROM convo.conversations c
+         WHERE c.owner_id = p_owner_id AND c.archived = p_archived
+           AND (c.last_activity_at, c.id) < (p_before, p_before_id)
+         ORDER BY c.last_activity_at DESC, c.id DESC
+         LIMIT p_limit;
+    END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.conversations(text, integer, timestamp with time zone, boolean, uuid) IS
+    'An owner''s conversations, latest activity first, keyset-paged (p_before, p_before_id: the last row of the previous page): a chat sidebar.';

@@ -1,0 +1,21 @@
+-- log_direct_change: a title or archive state changed by an UPDATE outside
+-- pgconvo's code (a superuser, or a role a DBA gave UPDATE) is logged like
+-- any change, by the caller, so no title changes without a trace.
+-- SECURITY DEFINER: it writes the change log as pgconvo's code.
+CREATE OR REPLACE FUNCTION convo_private.log_direct_change()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.title IS DISTINCT FROM OLD.title THEN
+        PERFORM convo_private.log_change(NEW.id, 'title', OLD.title, NEW.title, convo_private.caller(), NULL);
+    END IF;
+    IF NEW.archived IS DISTINCT FROM OLD.archived THEN
+        PERFORM convo_private.log_change(NEW.id, 'archived', OLD.archived::text, NEW.archived::text,
+                                         convo_private.caller(), NULL);
+    END IF;
+    RETURN NULL;
+END;
+$$;

@@ -215,6 +215,10 @@ func PurgePersistent(ctx context.Context, dir string) (*Purged, error) {
 	// (or, the link lost, when alt exists and is ours).
 	dirs := []string{abs}
 	if altErr == nil {
+		if checkOurs(alt, u) != nil {
+			return p, fmt.Errorf("%s is not a directory this command made (a link, or another user's): "+
+				"look at it and remove it yourself; nothing was removed", alt)
+		}
 		dirs = append(dirs, alt)
 	}
 	for _, d := range dirs {
@@ -231,9 +235,6 @@ func PurgePersistent(ctx context.Context, dir string) (*Purged, error) {
 		}
 	}
 	if altErr == nil {
-		if err := checkOurs(alt, u); err != nil {
-			return p, err
-		}
 		if err := os.RemoveAll(alt); err != nil {
 			return p, fmt.Errorf("removing %s: %w", alt, err)
 		}

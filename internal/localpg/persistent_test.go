@@ -147,3 +147,42 @@ func TestPidAlive(t *testing.T) {
 		t.Fatalf("pidAlive(this test binary) = %v, want %v (with /proc: %v)", got, want, procErr == nil)
 	}
 }
+
+// TestPurgeRefusesAPlantedFallback: PurgePersistent removes nothing it did
+// not make: a link planted where the /var/tmp fallback of dir would be is
+// refused, and what it points at stays; with nothing there, a purge has
+// nothing to do.
+func TestPurgeRefusesAPlantedFallback(t *testing.T) {
+	ctx := context.Background()
+	parent := t.TempDir()
+	dir := filepath.Join(parent, ".pgconvo")
+	if p, err := PurgePersistent(ctx, dir); err != nil || p.Stopped || len(p.Removed) != 0 {
+		t.Fatalf("purging nothing: %+v, %v", p, err)
+	}
+	victim := t.TempDir()
+	keep := filepath.Join(victim, "keep")
+	if err := os.WriteFile(keep, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alt := fallbackDir(abs)
+	if err := os.Symlink(victim, alt); err != nil {
+		t.Skipf("cannot plant %s: %v", alt, err)
+	}
+	t.Cleanup(func() { os.Remove(alt) })
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(alt, filepath.Join(dir, "server")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PurgePersistent(ctx, dir); err == nil {
+		t.Fatalf("purge removed a planted %s", alt)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("the purge reached what the planted link points at: %v", err)
+	}
+}

@@ -1,4 +1,4 @@
-// Command bench runs pgconvo's benchmark (issue 8): it starts a PostgreSQL
+// Command bench runs pgconvo's benchmark: it starts a PostgreSQL
 // server of its own in a temporary directory, loads synthetic conversations,
 // times every workload beside its bare-SQL baseline as the application runs
 // it, and writes a Markdown table and an SVG chart.
@@ -20,8 +20,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -33,27 +35,56 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	err := run(os.Args[1:])
+	switch {
+	case err == nil:
+	case errors.Is(err, errUsage):
+		os.Exit(2) // run has said why, with the usage.
+	default:
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
+// errUsage is a command line the flags cannot parse.
+var errUsage = errors.New("usage error")
+
+// about is the one line -h prints before the flags.
+const about = `bench times pgconvo's API against bare-SQL baselines on a PostgreSQL server of its own, and writes a Markdown report and an SVG chart.`
+
 func run(args []string) error {
 	start := time.Now()
 	cfg := bench.DefaultConfig()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	scale := fs.Float64("scale", 1, "multiply the number of conversations (2,000 at 1)")
+	fs.SetOutput(io.Discard) // run prints the errors and the usage, once
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: go run ./cmd/bench [flags]\n\n%s\n\nflags:\n", about)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	scale := fs.Float64("scale", 1, "multiply the number of conversations (2,000 at 1); below 1 the report cannot be compared with BENCHMARKS.md")
 	fs.IntVar(&cfg.Length, "length", cfg.Length, "messages on each conversation's live path")
-	fs.BoolVar(&cfg.Fsync, "fsync", cfg.Fsync, "keep fsync, synchronous_commit and full_page_writes on")
-	fs.IntVar(&cfg.Iterations, "iterations", cfg.Iterations, "pairs each connection runs per latency workload (an agent turn: a quarter)")
+	fs.BoolVar(&cfg.Fsync, "fsync", cfg.Fsync, "keep fsync, synchronous_commit and full_page_writes on (-fsync=false: commits do not wait for the disk)")
+	fs.IntVar(&cfg.Iterations, "iterations", cfg.Iterations, "pairs each connection runs per latency workload (an agent turn: a quarter as many)")
 	fs.Float64Var(&cfg.LargeScale, "large", cfg.LargeScale, "multiply the N of the large-input cases")
 	keep := fs.Bool("keep", false, "keep the server running after the run, until interrupted, to look at the data")
-	out := fs.String("out", "bench-results.md", "the Markdown report; the SVG chart goes beside it, as .svg")
-	load := fs.Duration("load", 0, "instead of the benchmark, run the load test and the crash test for this long each (at least 60s for the issue's long versions)")
+	out := fs.String("out", "bench-results.md", "write the Markdown report here; the SVG chart goes beside it, as .svg")
+	load := fs.Duration("load", 0, "instead of the benchmark, run the load test and the crash test for this long each (60s or more for the runs BENCHMARKS.md reports)")
 	imports := fs.Int("import", 0, "instead of the benchmark, time migrate import-chatgpt on a generated export of this many conversations")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			usage(os.Stdout)
+			return nil
+		}
+		fmt.Fprintf(os.Stderr, "bench: %v\n\n", err)
+		usage(os.Stderr)
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: takes flags only, got: %s\n\n", strings.Join(fs.Args(), " "))
+		usage(os.Stderr)
+		return errUsage
 	}
 	if *load > 0 {
 		return runLoad(*load)
@@ -96,6 +127,9 @@ func run(args []string) error {
 	}
 	fmt.Printf("\n%s\n%s\n%s\n%s\nwrote %s and %s; %.0f s in all\n",
 		res.Setup(), res.Table(), res.ChartTable(), res.GrowthTable(), *out, svgPath, res.Elapsed.Seconds())
+	if note := res.Comparable(); note != "" {
+		fmt.Print(strings.ReplaceAll(note, "**", ""))
+	}
 	return nil
 }
 

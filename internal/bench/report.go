@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -51,29 +52,87 @@ func value(v float64, unit string) string {
 	}
 }
 
-// Table is the results table in Markdown.
+// Table is the results table in Markdown: each row met or missed against
+// its goal, the most its ratio may be.
 func (res *Result) Table() string {
 	var b strings.Builder
-	b.WriteString("| workload | pgconvo | baseline | ratio | goal |\n|---|---|---|---|---|\n")
+	b.WriteString("| workload | pgconvo | baseline | ratio | goal | result |\n|---|---|---|---|---|---|\n")
 	for _, row := range res.Rows {
-		fmt.Fprintf(&b, "| %s / %s | %s | %s | %.2fx | %s |\n",
-			row.Workload, row.Baseline, value(row.A, row.Unit), value(row.B, row.Unit), row.Ratio, row.Goal)
+		fmt.Fprintf(&b, "| %s / %s | %s | %s | %.2fx | %s | %s |\n",
+			row.Workload, row.Baseline, value(row.A, row.Unit), value(row.B, row.Unit), row.Ratio, row.Goal,
+			verdict(row.Ratio, row.Goal, 1))
 	}
 	return b.String()
 }
 
-// GrowthTable is the large-input cases in Markdown.
+// GrowthTable is the large-input cases in Markdown: each met or missed
+// against its goal, the growth from N to 4N that linear (4x) or constant
+// (1x) work has; a case meets it when it grows at most twice that, halfway
+// (on a log scale) to the next power of N.
 func (res *Result) GrowthTable() string {
 	var b strings.Builder
-	b.WriteString("| case | N | time | 4N | time | 4N / N | goal |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| case | N | time | 4N | time | 4N / N | goal | result |\n|---|---|---|---|---|---|---|---|\n")
 	for _, g := range res.Growth {
 		name := g.Case
 		if g.Note != "" {
 			name += " (" + g.Note + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %s | %.1fx | %s |\n", name, g.N1, fmtDuration(g.T1), g.N2, fmtDuration(g.T2), g.Factor(), g.Goal)
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %s | %.1fx | %s | %s |\n", name, g.N1, fmtDuration(g.T1), g.N2, fmtDuration(g.T2),
+			g.Factor(), g.Goal, verdict(g.Factor(), g.Goal, 2))
 	}
 	return b.String()
+}
+
+// verdict says whether got (a ratio) meets goal ("1.5x"): met when got is
+// at most slack times the goal, missed otherwise, "no goal" when there is
+// none or it does not read as a ratio.
+func verdict(got float64, goal string, slack float64) string {
+	limit, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(goal), "x"), 64)
+	if err != nil || limit <= 0 {
+		return "no goal"
+	}
+	if got <= limit*slack {
+		return "met"
+	}
+	return "missed"
+}
+
+// Comparable says, when the run was smaller than the default, that its
+// numbers cannot be compared with BENCHMARKS.md's, whose entries are
+// default runs, and why; "" for a run at the default scale.
+func (res *Result) Comparable() string {
+	c, d := res.Config, DefaultConfig()
+	var smaller []string
+	for _, x := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"conversations", float64(c.Conversations), float64(d.Conversations)},
+		{"messages on each path", float64(c.Length), float64(d.Length)},
+		{"pairs per connection", float64(c.Iterations), float64(d.Iterations)},
+		{"connections per pair", float64(c.Clients), float64(d.Clients)},
+		{"concurrent clients", float64(c.ManyClients), float64(d.ManyClients)},
+		{"throughput phases", float64(c.Phases), float64(d.Phases)},
+		{"seconds per phase", c.PhaseTime.Seconds(), d.PhaseTime.Seconds()},
+		{"conversations written to", float64(c.WriteConversations), float64(d.WriteConversations)},
+		{"conversations per chart depth", float64(c.ChartConversations), float64(d.ChartConversations)},
+		{"large-input scale", c.LargeScale, d.LargeScale},
+	} {
+		if x.got < x.want {
+			smaller = append(smaller, fmt.Sprintf("%s %s (default %s)", x.what, num(x.got), num(x.want)))
+		}
+	}
+	if len(smaller) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("**Not comparable with BENCHMARKS.md.** This run is smaller than the default: %s. "+
+		"Smaller data and fewer samples move the medians and ratios, so compare it only with runs of the same flags; "+
+		"BENCHMARKS.md's entries are default runs (`go run ./cmd/bench`).\n", strings.Join(smaller, ", "))
+}
+
+// num prints n without a fraction when it has none.
+func num(n float64) string {
+	return strconv.FormatFloat(n, 'f', -1, 64)
 }
 
 // ChartTable is the chart's numbers in Markdown.
@@ -102,14 +161,19 @@ Each latency pair runs on %d connections as a login member of convo_app, every t
 // chart's numbers (and the SVG, as chartFile) and the growth cases.
 func (res *Result) Markdown(command, chartFile string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# pgconvo benchmark\n\n`%s`, %s, %.0f s.\n\nMachine: %s.\n\n%s\n",
-		command, time.Now().UTC().Format("2006-01-02 15:04 UTC"), res.Elapsed.Seconds(), Machine(), res.Setup())
+	fmt.Fprintf(&b, "# pgconvo benchmark\n\n`%s`, %s, %.0f s.\n\nMachine: %s.\n\n",
+		command, time.Now().UTC().Format("2006-01-02 15:04 UTC"), res.Elapsed.Seconds(), Machine())
+	if note := res.Comparable(); note != "" {
+		b.WriteString(note + "\n")
+	}
+	b.WriteString(res.Setup() + "\n")
+	b.WriteString("A row meets its goal when its ratio, pgconvo over the baseline (for throughput, the baseline's over pgconvo's), is at most the goal.\n\n")
 	b.WriteString(res.Table())
 	b.WriteString("\n## Function calls per API call\n\nCounted by PostgreSQL (`track_functions = all`, `pg_stat_xact_user_functions`) in one transaction each, as the application's role: every PL/pgSQL or SQL function of pgconvo's that runs, the API function, its helpers and every trigger function, once per call.\n\n")
 	b.WriteString(res.CallTable())
 	fmt.Fprintf(&b, "\n## `path` against depth\n\n![path latency against depth](%s)\n\n", chartFile)
 	b.WriteString(res.ChartTable())
-	b.WriteString("\n## Large inputs, N and 4N\n\nOne run each (a deep call: the median of 7, each after a user turn; `alternatives`: the median of 3), as the application. Linear work takes about 4x as long at 4N, quadratic about 16x; a call's cost should not depend on the conversation's depth at all (1x).\n\n")
+	b.WriteString("\n## Large inputs, N and 4N\n\nOne run each (a deep call: the median of 7, each after a user turn; `alternatives`: the median of 3), as the application. Linear work takes about 4x as long at 4N, quadratic about 16x; a call's cost should not depend on the conversation's depth at all (1x). A case meets its goal when 4N takes at most twice the goal's growth: halfway, on a log scale, to the next power of N.\n\n")
 	b.WriteString(res.GrowthTable())
 	return b.String()
 }

@@ -387,7 +387,7 @@ func TestImportRefusesMalformedExports(t *testing.T) {
 	}{
 		{"not an object", `[]`, "CV011"},
 		{"an unknown format", edit(func(x map[string]any) { x["format"] = "other.export" }), "CV011"},
-		{"an unknown version", edit(func(x map[string]any) { x["version"] = 3 }), "CV011"},
+		{"an unknown version", edit(func(x map[string]any) { x["version"] = 4 }), "CV011"},
 		{"version 1", edit(func(x map[string]any) { x["version"] = 1 }), "CV011"},
 		{"no version", edit(func(x map[string]any) { delete(x, "version") }), "CV011"},
 		{"no head log", edit(func(x map[string]any) { delete(x, "head_log") }), "CV011"},

@@ -505,8 +505,8 @@ func TestImportErasure(t *testing.T) {
 	}
 	got := queryAsOwner(t, admin, "", `SELECT place || '=' || rows_redacted FROM convo.erase_conversation($1, 'asked')`, conv)
 	n := queryRow[int64](t, db, `SELECT count(*) FROM convo.messages WHERE conversation_id = $1`, conv)
-	requireSlice(t, "places", got, []string{"messages=" + fmt.Sprint(n), "conversations=1", "import_origins=" + fmt.Sprint(n),
-		"imports=1"})
+	requireSlice(t, "places", got, []string{"messages=" + fmt.Sprint(n), "conversations=1", "conversation_changes=1",
+		"import_origins=" + fmt.Sprint(n), "imports=1"})
 	queryAsOwner(t, admin, "", `SELECT place FROM convo.erase_owner('alice', 'asked')`)
 	requireSlice(t, "places still holding the marker", markerPlaces(t, db, marker), []string{})
 	requireEqual(t, "origins left", queryRow[int64](t, db, `SELECT count(*) FROM convo.import_origins WHERE conversation_id IN ($1, $2)

@@ -283,7 +283,7 @@ func TestImportCLIUsage(t *testing.T) {
 		{2, "takes one FILE, got 0", []string{"import-openwebui", "-owner", "o", "-database", url}},
 		{2, "unknown verb import-claude", []string{"import-claude", "-owner", "o", "-database", url, file}},
 		{2, "flag provided but not defined: -ownr", []string{"import-chatgpt", "-ownr", "o", file}},
-		{1, "-owner goes with an import verb, not up", []string{"up", "-owner", "o", "-database", url}},
+		{2, "-owner goes with an import verb, export or restore, not up", []string{"up", "-owner", "o", "-database", url}},
 		{1, "no such file or directory", []string{"import-chatgpt", "-owner", "o", "-database", url, filepath.Join(dir, "missing.json")}},
 		{1, "an Open WebUI export is one JSON file", []string{"import-openwebui", "-owner", "o", "-database", url, dir}},
 		{1, "holds no conversations-NNN.json and no conversations.json", []string{"import-chatgpt", "-owner", "o", "-database", url, t.TempDir()}},

@@ -225,11 +225,6 @@ func flagsGoWith(verb string, o options, allowed ...string) error {
 		if !given[name] || contains(allowed, name) {
 			continue
 		}
-		if name == "owner" {
-			// An error of the database's kind, exit 1, as the import verbs
-			// have always reported it.
-			return fmt.Errorf("-owner goes with an import verb, not %s (export and restore take it too)", verb)
-		}
 		if name == "database" {
 			return usagef(verb, "%s works on the local server under %s/ only: it takes no -database", verb, localDir)
 		}

@@ -50,8 +50,8 @@ func requireOneError(t *testing.T, r cliRun, want string) string {
 func TestCLIHelp(t *testing.T) {
 	t.Parallel()
 	every := []string{"  up ", "  down N | -all ", "  goto V ", "  version ", "  force V ", "  status ", "  verify ",
-		"  export ID ", "  restore FILE ", "  import-chatgpt -owner OWNER FILE", "  import-openwebui -owner OWNER FILE",
-		"  import-librechat -owner OWNER FILE", "  stop [-purge] ", "  help [VERB] ", "-purge", "-owner", "-database"}
+		"  export ID ", "  restore FILE ", "  import-chatgpt -owner OWNER [-json] FILE", "  import-openwebui -owner OWNER [-json] FILE",
+		"  import-librechat -owner OWNER [-json] FILE", "  stop [-purge] ", "  help [VERB] ", "-purge", "-owner", "-database"}
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"-help"}} {
 		r := requireCLI(t, nil, 0, every, args...)
 		if r.stderr != "" || !strings.HasPrefix(r.stdout, "usage: go run ./cmd/migrate [-database URL] VERB") {
@@ -65,7 +65,7 @@ func TestCLIHelp(t *testing.T) {
 		"export":         "usage: go run ./cmd/migrate [-database URL] [-owner OWNER] export ID\n",
 		"restore":        "usage: go run ./cmd/migrate [-database URL] [-owner OWNER] restore FILE\n",
 		"stop":           "usage: go run ./cmd/migrate stop [-purge]\n",
-		"import-chatgpt": "usage: go run ./cmd/migrate [-database URL] import-chatgpt -owner OWNER FILE\n",
+		"import-chatgpt": "usage: go run ./cmd/migrate [-database URL] import-chatgpt -owner OWNER [-json] FILE\n",
 	} {
 		for _, args := range [][]string{{"help", verb}, {verb, "-h"}} {
 			r := requireCLI(t, nil, 0, []string{want}, args...)

@@ -92,8 +92,8 @@ func report(err error, w io.Writer) int {
 
 // options are the command's flags.
 type options struct {
-	dbURL, owner          string
-	all, forceLoss, purge bool
+	dbURL, owner                string
+	all, forceLoss, purge, json bool
 }
 
 // newFlags returns the command's flag set, parsing into o. It prints
@@ -107,6 +107,7 @@ func newFlags(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.forceLoss, "force-data-loss", false, "with down or goto: drop tables even when they hold rows")
 	fs.StringVar(&o.owner, "owner", "", "with an import verb (required), export or restore: the owner whose conversations these are")
 	fs.BoolVar(&o.purge, "purge", false, "with stop: also remove the local server's data and .pgconvo/")
+	fs.BoolVar(&o.json, "json", false, "with an import verb: print the summary as one JSON object")
 	return fs
 }
 
@@ -149,10 +150,10 @@ func run(ctx context.Context, args []string) error {
 		if findVerb(verbName) == nil {
 			return usagef("", "unknown verb import-%s: the imports are import-chatgpt, import-openwebui and import-librechat", format)
 		}
-		if err := flagsGoWith(verbName, o, "database", "owner"); err != nil {
+		if err := flagsGoWith(verbName, o, "database", "owner", "json"); err != nil {
 			return err
 		}
-		return importExport(ctx, format, o.owner, o.dbURL, rest)
+		return importExport(ctx, format, o.owner, o.dbURL, o.json, rest)
 	}
 	v := findVerb(verbName)
 	if v == nil {
@@ -213,15 +214,16 @@ func firstVerb(args []string) string {
 // not take (allowed names those it does).
 func flagsGoWith(verb string, o options, allowed ...string) error {
 	given := map[string]bool{"database": o.dbURL != "", "owner": o.owner != "", "all": o.all,
-		"force-data-loss": o.forceLoss, "purge": o.purge}
+		"force-data-loss": o.forceLoss, "purge": o.purge, "json": o.json}
 	goesWith := map[string]string{
 		"database":        "every verb but stop and help",
 		"owner":           "an import verb, export or restore",
 		"all":             "down",
 		"force-data-loss": "down or goto",
 		"purge":           "stop",
+		"json":            "an import verb",
 	}
-	for _, name := range []string{"database", "owner", "all", "force-data-loss", "purge"} {
+	for _, name := range []string{"database", "owner", "all", "force-data-loss", "purge", "json"} {
 		if !given[name] || contains(allowed, name) {
 			continue
 		}
@@ -468,7 +470,7 @@ func readHistory(ctx context.Context, conn *sql.DB, db *database) (*migrator.His
 // importExport runs import-chatgpt, import-openwebui or import-librechat
 // (format chatgpt, openwebui or librechat): it prints the summary, and
 // fails if any conversation was refused.
-func importExport(ctx context.Context, format, owner, flagURL string, args []string) error {
+func importExport(ctx context.Context, format, owner, flagURL string, asJSON bool, args []string) error {
 	verb := "import-" + format
 	if len(args) != 1 {
 		return usagef(verb, "%s takes one FILE, got %d: %s", verb, len(args), strings.Join(args, " "))
@@ -480,7 +482,11 @@ func importExport(ctx context.Context, format, owner, flagURL string, args []str
 	if err != nil {
 		return err
 	}
-	fmt.Println("database:", db.describe())
+	out := os.Stdout
+	if asJSON {
+		out = os.Stderr // stdout holds the JSON only
+	}
+	fmt.Fprintln(out, "database:", db.describe())
 	conn, err := connect(ctx, db)
 	if err != nil {
 		return err
@@ -492,14 +498,22 @@ func importExport(ctx context.Context, format, owner, flagURL string, args []str
 	}
 	sum, err := chatimport.Run(ctx, conn, opt)
 	if sum != nil {
-		sum.Print(os.Stdout)
+		if asJSON {
+			if err := sum.PrintJSON(os.Stdout); err != nil {
+				return err
+			}
+		} else {
+			sum.Print(os.Stdout)
+		}
 	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s stopped: %w", verb, err)
+	case len(sum.Refused) > 0 && sum.Imported+sum.Present == 0:
+		return fmt.Errorf("%s: every conversation was refused (%d, listed above): nothing was imported", verb, len(sum.Refused))
 	case len(sum.Refused) > 0:
-		return fmt.Errorf("%s: %d of %d conversations refused (listed above); the others are imported",
-			verb, len(sum.Refused), sum.Conversations())
+		return fmt.Errorf("%s: %d of %d conversations refused (listed above); the other %d are imported or were already there",
+			verb, len(sum.Refused), sum.Total(), sum.Imported+sum.Present)
 	}
 	return nil
 }

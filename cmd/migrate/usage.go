@@ -24,9 +24,12 @@ ledger are a record), naming them, and changes nothing, unless given
 
 // importNote is what the import verbs say of how they run.
 const importNote = `The imports run as the application: connect as its login role (a member
-of convo_app). Each conversation is a transaction of its own; one the
-database refuses is reported (index, id, SQLSTATE, DETAIL) and skipped.
-They exit 1 if any was refused, 2 on a usage error.`
+of convo_app). Each conversation is a transaction of its own, through
+convo.import_history; the summary lists each one, the export's id to
+pgconvo's conversation id, imported or already present (a repeat writes
+nothing); one the database refuses is reported (index, id, SQLSTATE,
+DETAIL, HINT) and skipped. -json prints the summary as one JSON object
+instead. They exit 1 if any was refused, 2 on a usage error.`
 
 // verbs are the verbs in the order the usage lists them.
 var verbs = []verbDoc{
@@ -60,12 +63,12 @@ or convo_admin may leave it out.`},
 accepts only a history its API could have written, and writes nothing
 otherwise (SQLSTATE CV011); restoring the same document again writes
 nothing.`},
-	{name: "import-chatgpt", args: "-owner OWNER FILE",
+	{name: "import-chatgpt", args: "-owner OWNER [-json] FILE",
 		summary: "import a ChatGPT export for OWNER: conversations.json, a conversations-NNN.json shard, a directory or .zip of shards, or one conversation",
 		more:    importNote},
-	{name: "import-openwebui", args: "-owner OWNER FILE",
+	{name: "import-openwebui", args: "-owner OWNER [-json] FILE",
 		summary: "import an Open WebUI export (an array of chats, or one chat)", more: importNote},
-	{name: "import-librechat", args: "-owner OWNER FILE",
+	{name: "import-librechat", args: "-owner OWNER [-json] FILE",
 		summary: "import a LibreChat export (one conversation, or an array)", more: importNote},
 	{name: "stop", args: "[-purge]",
 		summary: "stop the local server under .pgconvo/ (also: stop-local); -purge also removes its data",

@@ -8,17 +8,18 @@ import (
 )
 
 // progress draws a one-line bar on a terminal: the bytes read of the
-// export's total and the conversations done, at most ten times a second.
-// With no writer it draws nothing.
+// export's total, the conversations done and refused, their rate and the
+// time left at it, at most ten times a second. With no writer it draws
+// nothing.
 type progress struct {
-	w           io.Writer
-	total, read int64
-	convs       int
-	drawn       time.Time
+	w              io.Writer
+	total, read    int64
+	convs, refused int
+	start, drawn   time.Time
 }
 
 func newProgress(w io.Writer, files []text) *progress {
-	p := &progress{w: w}
+	p := &progress{w: w, start: time.Now()}
 	for _, f := range files {
 		p.total += f.size
 	}
@@ -39,9 +40,10 @@ func (c *counting) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// done records that conversations are done, and redraws if it is time.
-func (p *progress) done(conversations int) {
-	p.convs = conversations
+// done records how many conversations are done and refused so far, and
+// redraws if it is time.
+func (p *progress) done(conversations, refused int) {
+	p.convs, p.refused = conversations, refused
 	if p.w != nil && time.Since(p.drawn) >= 100*time.Millisecond {
 		p.draw()
 	}
@@ -63,7 +65,14 @@ func (p *progress) draw() {
 	}
 	const width = 30
 	full := int(frac * width)
-	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%%  %.1f of %.1f MB  %d conversations",
+	line := fmt.Sprintf("\r[%s%s] %3.0f%%  %.1f of %.1f MB  %d done, %d refused",
 		strings.Repeat("=", full), strings.Repeat(" ", width-full), frac*100,
-		float64(p.read)/1e6, float64(p.total)/1e6, p.convs)
+		float64(p.read)/1e6, float64(p.total)/1e6, p.convs, p.refused)
+	if secs := time.Since(p.start).Seconds(); secs >= 1 {
+		line += fmt.Sprintf("  %.0f/s", float64(p.convs+p.refused)/secs)
+		if frac > 0 && frac < 1 {
+			line += fmt.Sprintf("  %s left", (time.Duration(secs*(1-frac)/frac) * time.Second).Round(time.Second))
+		}
+	}
+	fmt.Fprint(p.w, line+"\x1b[K") // clear what a longer line left
 }

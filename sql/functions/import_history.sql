@@ -3,10 +3,12 @@
 -- 'chatgpt', 'openwebui' or 'librechat'; CV011 for another), and what the
 -- import did, so that a caller need not re-derive it: the conversation's
 -- id, whether this call created it (false: a repeat, which writes nothing),
--- the messages it holds from the import, the message-less source nodes
--- kept verbatim (metadata.import.dropped_nodes), and its title.
+-- the source's own id it was imported under (the source key: the export's
+-- id, else 'sha:' and the md5 of the JSON), the messages it holds from the
+-- import, the message-less source nodes kept verbatim
+-- (metadata.import.dropped_nodes), and its title.
 CREATE OR REPLACE FUNCTION convo.import_history(p_format text, p_owner_id text, p_source jsonb)
-RETURNS TABLE (conversation_id uuid, created boolean, messages int, nodes_kept int, title text)
+RETURNS TABLE (conversation_id uuid, source_key text, created boolean, messages int, nodes_kept int, title text)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -27,7 +29,7 @@ BEGIN
     -- Created by this call: its import record is no older than the call
     -- (a repeat returns an earlier import's conversation and writes none).
     RETURN QUERY
-    SELECT c.id, i.imported_at >= v_start,
+    SELECT c.id, i.source_key, i.imported_at >= v_start,
            (SELECT count(*)::int FROM convo.messages m WHERE m.conversation_id = c.id AND m.import_id = i.id),
            (SELECT count(*)::int
               FROM jsonb_object_keys(CASE WHEN jsonb_typeof(c.metadata -> 'import' -> 'dropped_nodes') = 'object'
@@ -42,4 +44,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION convo.import_history(text, text, jsonb) IS
-    'Import one conversation of a ChatGPT, Open WebUI or LibreChat export (p_format) and say what was done: id, created or a repeat, messages, nodes kept, title.';
+    'Import one conversation of a ChatGPT, Open WebUI or LibreChat export (p_format) and say what was done: id, source key, created or a repeat, messages, nodes kept, title.';

@@ -12,6 +12,130 @@ END;
 $$;
 SELECT set_config('role', 'convo_owner', true);
 
+-- export_conversation: everything pgconvo holds about one conversation, as
+-- one JSON document that import_conversation restores (the answer to a
+-- data-subject access request, too). A read: the caller must see
+-- the conversation's owner (CV002 otherwise, as path does).
+CREATE OR REPLACE FUNCTION convo.export_conversation(p_conversation_id uuid)
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM convo_private.conversation_ref(p_conversation_id);
+    RETURN convo_private.export_of(p_conversation_id);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.export_conversation(uuid) IS
+    'Everything stored about one conversation as JSON: {"format": "pgconvo.export", "version": 2, "conversation": its row, "messages": the tree with parts, "head_log", "generations", "tools": the tool versions its calls and effects were checked against, "tool_calls": ledger decisions, "effects", "effect_events", "erasures" (with places), "origins": the source node of each imported message, "imports": its record of imports}; each row as its table''s columns, times in UTC. See the README.';
+
+-- import_chatgpt: one conversation of a ChatGPT export (an element of
+-- conversations.json, or a bare conversation object) as a new conversation
+-- of p_owner_id, by the rules of import-mapping.md §4: the whole tree with
+-- its original times, current_node as the head (head-log reason 'import'),
+-- each source node kept verbatim in import_origins, tool calls as tool_use
+-- and tool_result parts where they pair, no ledger rows. The id is derived
+-- from the owner and the source id, so a repeat of the same import returns
+-- it and writes nothing; the same source with other content is CV009.
+-- Malformed input is CV011 naming the node, and nothing is written.
+CREATE OR REPLACE FUNCTION convo.import_chatgpt(p_owner_id text, p_conversation jsonb)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_mapping jsonb := p_conversation -> 'mapping';
+    v_current jsonb := p_conversation -> 'current_node';
+    v_source  text;
+    v_id      uuid;
+    v_digest  text;
+    v_existing uuid;
+    v_where   text;
+    v_bad     record;
+BEGIN
+    PERFORM convo_private.check_import_owner(p_owner_id);
+    IF p_conversation IS NULL OR jsonb_typeof(p_conversation) <> 'object' THEN
+        RAISE EXCEPTION 'p_conversation must be one ChatGPT conversation, a JSON object, not %',
+                coalesce(jsonb_typeof(p_conversation), 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id),
+                  HINT = 'Import each element of conversations.json on its own.';
+    END IF;
+    SELECT k.source, k.conversation_id, k.place, k.digest INTO v_source, v_id, v_where, v_digest
+      FROM convo_private.import_key('chatgpt', 'ChatGPT conversation', p_owner_id,
+                                    coalesce(convo_private.nonempty_text(p_conversation -> 'conversation_id'),
+                                             convo_private.nonempty_text(p_conversation -> 'id')), p_conversation) k;
+    v_existing := convo_private.import_repeat(p_owner_id, 'chatgpt', v_source, v_digest, v_where);
+    IF v_existing IS NOT NULL THEN
+        RETURN v_existing;
+    END IF;
+
+    IF jsonb_typeof(v_mapping) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'a ChatGPT conversation needs a "mapping" object, not %', coalesce(jsonb_typeof(v_mapping), 'none')
+            USING ERRCODE = 'CV011', DETAIL = v_where;
+    END IF;
+    -- The refusals of §4.1, first node by key (bytewise) first.
+    SELECT e.key, e.why INTO v_bad
+      FROM (SELECT n.key, CASE
+                   WHEN jsonb_typeof(n.node) <> 'object' THEN 'is not an object'
+                   WHEN jsonb_typeof(n.node -> 'id') NOT IN ('null') AND n.node -> 'id' <> to_jsonb(n.key)
+                       THEN 'has an id other than its key'
+                   WHEN jsonb_typeof(n.node -> 'parent') NOT IN ('string', 'null')
+                       THEN 'has a parent that is neither a string nor null'
+                   WHEN jsonb_typeof(n.node -> 'parent') = 'string' AND NOT v_mapping ? (n.node ->> 'parent')
+                       THEN 'names a parent that is not in the mapping (missing parent)'
+                   WHEN jsonb_typeof(n.node -> 'children') NOT IN ('array', 'null')
+                        OR EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(n.node -> 'children') = 'array'
+                                                                           THEN n.node -> 'children' END) c (child)
+                                    WHERE jsonb_typeof(c.child) <> 'string')
+                       THEN 'has children that are not an array of strings'
+                   WHEN jsonb_typeof(n.node -> 'message') NOT IN ('object', 'null')
+                       THEN 'has a message that is neither an object nor null'
+                   WHEN jsonb_typeof(n.node -> 'message') IS DISTINCT FROM 'object' THEN NULL
+                   WHEN (n.node -> 'message' -> 'author' ->> 'role') IS NULL
+                        OR jsonb_typeof(n.node -> 'message' -> 'author' -> 'role') <> 'string'
+                        OR n.node -> 'message' -> 'author' ->> 'role' NOT IN ('system', 'user', 'assistant', 'tool')
+                       THEN 'has a missing or unknown author.role'
+                   WHEN jsonb_typeof(n.node -> 'message' -> 'author' -> 'name') NOT IN ('string', 'null')
+                       THEN 'has an author.name that is neither a string nor null'
+                   WHEN jsonb_typeof(n.node -> 'message' -> 'content' -> 'content_type') IS DISTINCT FROM 'string'
+                       THEN 'has no content, or a content_type that is not a string'
+                   WHEN jsonb_typeof(n.node -> 'message' -> 'create_time') NOT IN ('number', 'null')
+                       THEN 'has a create_time that is neither a number nor null'
+                   WHEN jsonb_typeof(n.node -> 'message' -> 'create_time') = 'number'
+                        AND convo_private.epoch_time(n.node -> 'message' -> 'create_time', NULL) IS NULL
+                       THEN 'has a create_time outside years 1 to 9999'
+                   END AS why
+              FROM jsonb_each(v_mapping) AS n (key, node)) e
+     WHERE e.why IS NOT NULL
+     ORDER BY e.key COLLATE "C"
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'ChatGPT node % %', v_bad.key, v_bad.why
+            USING ERRCODE = 'CV011', DETAIL = format('%s, node %s', v_where, v_bad.key);
+    END IF;
+    IF jsonb_typeof(v_current) IS DISTINCT FROM 'null' AND v_current IS NOT NULL
+       AND (jsonb_typeof(v_current) <> 'string' OR NOT v_mapping ? (v_current #>> '{}')) THEN
+        RAISE EXCEPTION 'current_node names no node of the mapping'
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('%s, current_node %s', v_where, left(v_current::text, convo_private.max_id_length()));
+    END IF;
+
+    RETURN convo_private.import_tree(v_id, p_owner_id, 'chatgpt', v_source, v_digest, v_mapping,
+        CASE WHEN jsonb_typeof(v_current) = 'string' THEN v_current #>> '{}' END,
+        convo_private.epoch_time(p_conversation -> 'create_time', NULL),
+        jsonb_build_object('format', 'chatgpt', 'source_id', v_source, 'title', p_conversation -> 'title',
+                           'conversation', p_conversation - 'mapping', 'requested_head', coalesce(v_current, 'null')),
+        v_where);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.import_chatgpt(text, jsonb) IS
+    'Import one ChatGPT conversation (the whole tree, original times, current_node as the head); a repeat returns the same id.';
+
 -- import_conversation: restores an export (export_conversation's document,
 -- version 2) into this database: a DBA's operation, convo_admin's, for
 -- moving or restoring a conversation between databases. The document is
@@ -294,6 +418,211 @@ $$;
 COMMENT ON FUNCTION convo.import_conversation(text, jsonb) IS
     'Restores an export_conversation document for its owner (convo_admin): only a history the API could have written (CV011 otherwise), seq numbered here, recorded in convo.imports and marked on every row; a repeat returns the id, other content under the id is CV009.';
 
+-- import_openwebui: one Open WebUI chat (a row of its chat table or of the
+-- UI's JSON export, which holds an object "chat", or the bare chat column)
+-- as a new conversation of p_owner_id, by the rules of import-mapping.md
+-- §5: history.messages by parentId (several roots when the first message
+-- was edited; childrenIds that disagree with parentId are only counted),
+-- history.currentId as the head, each message kept verbatim in
+-- import_origins. Repeats, CV009, CV011 and caps as import_chatgpt.
+CREATE OR REPLACE FUNCTION convo.import_openwebui(p_owner_id text, p_chat jsonb)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_row      jsonb;
+    v_chat     jsonb;
+    v_messages jsonb;
+    v_current  jsonb;
+    v_source   text;
+    v_id       uuid;
+    v_digest   text;
+    v_existing uuid;
+    v_where    text;
+    v_bad      record;
+BEGIN
+    PERFORM convo_private.check_import_owner(p_owner_id);
+    IF p_chat IS NULL OR jsonb_typeof(p_chat) <> 'object' THEN
+        RAISE EXCEPTION 'p_chat must be one Open WebUI chat, a JSON object, not %', coalesce(jsonb_typeof(p_chat), 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id),
+                  HINT = 'Import each element of an Open WebUI export on its own.';
+    END IF;
+    IF jsonb_typeof(p_chat -> 'chat') = 'object' THEN
+        v_row := p_chat;
+        v_chat := p_chat -> 'chat';
+    ELSE
+        v_chat := p_chat;
+    END IF;
+    v_messages := v_chat -> 'history' -> 'messages';
+    v_current := v_chat -> 'history' -> 'currentId';
+    SELECT k.source, k.conversation_id, k.place, k.digest INTO v_source, v_id, v_where, v_digest
+      FROM convo_private.import_key('openwebui', 'Open WebUI chat', p_owner_id,
+                                    coalesce(convo_private.nonempty_text(v_row -> 'id'),
+                                             convo_private.nonempty_text(v_chat -> 'id')), p_chat) k;
+    v_existing := convo_private.import_repeat(p_owner_id, 'openwebui', v_source, v_digest, v_where);
+    IF v_existing IS NOT NULL THEN
+        RETURN v_existing;
+    END IF;
+
+    IF jsonb_typeof(v_messages) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'an Open WebUI chat needs a "history.messages" object, not %', coalesce(jsonb_typeof(v_messages), 'none')
+            USING ERRCODE = 'CV011', DETAIL = v_where;
+    END IF;
+    SELECT e.key, e.why INTO v_bad
+      FROM (SELECT n.key, CASE
+                   WHEN jsonb_typeof(n.msg) <> 'object' THEN 'is not an object'
+                   WHEN jsonb_typeof(n.msg -> 'id') NOT IN ('null') AND n.msg -> 'id' <> to_jsonb(n.key)
+                       THEN 'has an id other than its key'
+                   WHEN jsonb_typeof(n.msg -> 'role') IS DISTINCT FROM 'string'
+                        OR n.msg ->> 'role' NOT IN ('user', 'assistant', 'system')
+                       THEN 'has a missing or unknown role'
+                   WHEN jsonb_typeof(n.msg -> 'parentId') NOT IN ('null')
+                        AND (jsonb_typeof(n.msg -> 'parentId') <> 'string' OR NOT v_messages ? (n.msg ->> 'parentId'))
+                       THEN 'names a parentId that is no message (missing parent)'
+                   WHEN jsonb_typeof(n.msg -> 'childrenIds') NOT IN ('array', 'null')
+                        OR EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(n.msg -> 'childrenIds') = 'array'
+                                                                           THEN n.msg -> 'childrenIds' END) c (child)
+                                    WHERE jsonb_typeof(c.child) <> 'string')
+                       THEN 'has childrenIds that are not an array of strings'
+                   WHEN jsonb_typeof(n.msg -> 'timestamp') NOT IN ('number', 'null')
+                       THEN 'has a timestamp that is neither a number nor null'
+                   WHEN jsonb_typeof(n.msg -> 'timestamp') = 'number'
+                        AND convo_private.epoch_time(n.msg -> 'timestamp', 1e11) IS NULL
+                       THEN 'has a timestamp outside years 1 to 9999'
+                   END AS why
+              FROM jsonb_each(v_messages) AS n (key, msg)) e
+     WHERE e.why IS NOT NULL
+     ORDER BY e.key COLLATE "C"
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'Open WebUI message % %', v_bad.key, v_bad.why
+            USING ERRCODE = 'CV011', DETAIL = format('%s, message %s', v_where, v_bad.key);
+    END IF;
+    IF jsonb_typeof(v_current) IS DISTINCT FROM 'null' AND v_current IS NOT NULL
+       AND (jsonb_typeof(v_current) <> 'string' OR NOT v_messages ? (v_current #>> '{}')) THEN
+        RAISE EXCEPTION 'history.currentId names no message'
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('%s, currentId %s', v_where, left(v_current::text, convo_private.max_id_length()));
+    END IF;
+
+    RETURN convo_private.import_tree(v_id, p_owner_id, 'openwebui', v_source, v_digest, v_messages,
+        CASE WHEN jsonb_typeof(v_current) = 'string' THEN v_current #>> '{}' END,
+        coalesce(convo_private.epoch_time(v_row -> 'created_at', 1e11), convo_private.epoch_time(v_chat -> 'timestamp', 1e11)),
+        jsonb_build_object('format', 'openwebui', 'source_id', v_source,
+                           'title', coalesce(nullif(v_row -> 'title', 'null'), v_chat -> 'title'),
+                           'chat', v_chat - 'history' - 'messages', 'row', v_row - 'chat',
+                           'requested_head', coalesce(v_current, 'null')),
+        v_where);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.import_openwebui(text, jsonb) IS
+    'Import one Open WebUI chat (history.messages by parentId, currentId as the head); a repeat returns the same id.';
+
+-- chatgpt_message: the role and parts of an imported ChatGPT message
+-- (import-mapping.md §4.7, §4.8), given its imported parent: a tool call
+-- is one tool_use (id: the node key, input: the whole content); a tool
+-- message answering its parent's call is a tool_result (content: the whole
+-- content) and its images; anything else is chatgpt_render's parts, with
+-- user and model context as system messages. Then the code interpreter's
+-- images and the attachments no image names. Only the four part types.
+CREATE OR REPLACE FUNCTION convo_private.chatgpt_message(p_key text, p_message jsonb, p_parent_key text, p_parent jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role    text := p_message -> 'author' ->> 'role';
+    v_content jsonb := p_message -> 'content';
+    v_ct      text := p_message -> 'content' ->> 'content_type';
+    v_meta    jsonb := CASE WHEN jsonb_typeof(p_message -> 'metadata') = 'object' THEN p_message -> 'metadata' ELSE '{}' END;
+    v_items   jsonb;
+BEGIN
+    IF convo_private.chatgpt_is_call(p_message) THEN
+        RETURN jsonb_build_object('role', 'assistant', 'parts', jsonb_build_array(jsonb_build_object(
+            'type', 'tool_use', 'id', p_key, 'name', p_message ->> 'recipient', 'input', v_content)));
+    END IF;
+    IF v_role = 'tool' AND convo_private.chatgpt_is_call(p_parent)
+       AND (jsonb_typeof(p_message -> 'author' -> 'name') IS DISTINCT FROM 'string'
+            OR p_message -> 'author' ->> 'name' = p_parent ->> 'recipient') THEN
+        v_items := jsonb_build_array(jsonb_build_object('type', 'tool_result', 'tool_use_id', p_parent_key, 'content', v_content,
+                       'is_error', v_ct = 'system_error'
+                                   OR coalesce(convo_private.nonempty_text(v_meta -> 'aggregate_result' -> 'status'), 'success') <> 'success'))
+                   || coalesce((SELECT jsonb_agg(jsonb_build_object('pointer', x.e ->> 'asset_pointer') ORDER BY x.n)
+                                  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(v_content -> 'parts') = 'array'
+                                                                 THEN v_content -> 'parts' ELSE '[]'::jsonb END) WITH ORDINALITY AS x (e, n)
+                                 WHERE convo_private.nonempty_text(x.e -> 'asset_pointer') IS NOT NULL), '[]'::jsonb);
+    ELSE
+        v_items := convo_private.chatgpt_render(v_content);
+        IF v_ct IN ('user_editable_context', 'model_editable_context') THEN
+            v_role := 'system';
+        END IF;
+    END IF;
+    v_items := v_items || coalesce((SELECT jsonb_agg(jsonb_build_object('pointer', x.e ->> 'image_url') ORDER BY x.n)
+                                      FROM jsonb_array_elements(CASE WHEN jsonb_typeof(v_meta -> 'aggregate_result' -> 'messages') = 'array'
+                                                                     THEN v_meta -> 'aggregate_result' -> 'messages' ELSE '[]'::jsonb END)
+                                           WITH ORDINALITY AS x (e, n)
+                                     WHERE convo_private.nonempty_text(x.e -> 'image_url') IS NOT NULL), '[]'::jsonb);
+    RETURN jsonb_build_object('role', v_role, 'parts', convo_private.chatgpt_attach(v_items, v_meta -> 'attachments'));
+END;
+$$;
+
+-- chatgpt_render: a ChatGPT message's content as parts, by content type
+-- (import-mapping.md §4.8, case 3), as a JSON array of items: a part, or
+-- {"pointer": uri} for an image asset, which chatgpt_attach makes an
+-- attachment. Never empty. A content type it does not know, or one whose
+-- field has an unexpected type, becomes one text part that says so and
+-- holds the whole content; an element it does not know, one that holds the element.
+CREATE OR REPLACE FUNCTION convo_private.chatgpt_render(p_content jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ct    text := p_content ->> 'content_type';
+    v_field text := CASE WHEN v_ct IN ('text', 'multimodal_text') THEN 'parts'
+                         WHEN v_ct IN ('code', 'execution_output', 'tether_quote', 'sonic_webpage', 'system_error') THEN 'text'
+                         WHEN v_ct = 'tether_browsing_display' THEN 'result'
+                         WHEN v_ct = 'reasoning_recap' THEN 'content'
+                         WHEN v_ct = 'thoughts' THEN 'thoughts'
+                         WHEN v_ct = 'model_editable_context' THEN 'model_set_context' END;
+    v_kind  text := coalesce(jsonb_typeof(p_content -> v_field), 'null');
+    v_out   jsonb;
+BEGIN
+    IF v_field IN ('parts', 'thoughts') AND v_kind IN ('array', 'null') THEN
+        SELECT jsonb_agg(CASE
+                   WHEN v_field = 'parts' AND jsonb_typeof(x.e) = 'string'
+                       THEN jsonb_build_object('type', 'text', 'text', x.e #>> '{}')
+                   WHEN v_ct = 'multimodal_text' AND convo_private.nonempty_text(x.e -> 'asset_pointer') IS NOT NULL
+                       THEN jsonb_build_object('pointer', x.e ->> 'asset_pointer')
+                   WHEN v_ct = 'multimodal_text' AND x.e ->> 'content_type' = 'audio_transcription'
+                       THEN jsonb_build_object('type', 'text', 'text', coalesce(x.e ->> 'text', ''))
+                   WHEN v_field = 'thoughts' AND jsonb_typeof(x.e) = 'object'
+                       THEN jsonb_build_object('type', 'text', 'text',
+                                CASE WHEN coalesce(x.e ->> 'content', '') = '' THEN coalesce(x.e ->> 'summary', '')
+                                     ELSE coalesce(x.e ->> 'summary', '') || E'\n\n' || (x.e ->> 'content') END)
+                   ELSE jsonb_build_object('type', 'text', 'text', '[unmapped chatgpt part '
+                            || coalesce(x.e ->> 'content_type', jsonb_typeof(x.e)) || '] ' || x.e::text)
+               END ORDER BY x.n)
+          INTO v_out
+          FROM jsonb_array_elements(CASE WHEN v_kind = 'array' THEN p_content -> v_field ELSE '[]'::jsonb END)
+               WITH ORDINALITY AS x (e, n);
+        RETURN coalesce(v_out, '[{"type": "text", "text": ""}]'::jsonb);
+    ELSIF v_field IS NOT NULL AND v_kind IN ('string', 'null') THEN
+        RETURN jsonb_build_array(jsonb_build_object('type', 'text', 'text', coalesce(p_content ->> v_field, '')));
+    ELSIF v_ct = 'user_editable_context' THEN
+        RETURN jsonb_build_array(jsonb_build_object('type', 'text', 'text', coalesce(p_content ->> 'user_profile', '')),
+                                 jsonb_build_object('type', 'text', 'text', coalesce(p_content ->> 'user_instructions', '')));
+    END IF;
+    RETURN jsonb_build_array(jsonb_build_object('type', 'text', 'text',
+        '[unmapped chatgpt content_type ' || coalesce(v_ct, 'null') || '] ' || p_content::text));
+END;
+$$;
+
 -- conversations_guard: of a conversation only the head may change, and its
 -- metadata only by erasure (pgconvo's erase_content): its id, owner and
 -- creation time are fixed, and a head once set is never unset (the head
@@ -440,6 +769,38 @@ BEGIN
                                FROM convo.imports i WHERE i.conversation_id = c.id), '[]'))
       FROM convo.conversations c
      WHERE c.id = p_conversation_id);
+END;
+$$;
+
+-- import_key: the one rule for an import's ids (the README's "Importing
+-- history", Ids): the source key (the export's own id, else 'sha:' and the
+-- md5 of the JSON), the conversation id md5 of the jsonb array (format,
+-- owner, source key), whose text no other (owner, source key) pair shares
+-- (a plain 'format:owner:key' let owner 'acme' with source '42:foo' take
+-- the id of owner 'acme:42' with source 'foo'), where to say the import was
+-- going in a DETAIL (p_label names the format), and the keyed digest of the
+-- source text that tells a repeat (import_repeat). A repeat is found by
+-- owner, format and source key, never by recomputing the id: ids given
+-- under the earlier rule stay valid.
+CREATE OR REPLACE FUNCTION convo_private.import_key(
+    p_kind     text,
+    p_label    text,
+    p_owner_id text,
+    p_source   text,
+    p_doc      jsonb,
+    OUT source          text,
+    OUT conversation_id uuid,
+    OUT place           text,
+    OUT digest          text)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    source := coalesce(p_source, 'sha:' || md5(p_doc::text));
+    conversation_id := md5(jsonb_build_array(p_kind, p_owner_id, source)::text)::uuid;
+    place := format('%s %s of owner %s, conversation %s', p_label, source, p_owner_id, conversation_id);
+    digest := convo_private.keyed_digest(encode(sha256(convert_to(p_doc::text, 'UTF8')), 'hex'));
 END;
 $$;
 
@@ -1179,6 +1540,30 @@ BEGIN ATOMIC
       JOIN (VALUES ('convo_reader', ARRAY['r', 'p', 'v']), ('convo_app', ARRAY['v'])) AS r (grantee, kinds)
         ON c.relkind::text = ANY (r.kinds)
      WHERE c.relnamespace = 'convo'::regnamespace;
+END;
+
+-- openwebui_message: the role and parts of an imported Open WebUI message
+-- (import-mapping.md §5): its content verbatim as one text part (inline
+-- <details> blocks included: they are not split into tool calls), then one
+-- part per element of files (openwebui_file). Content that is not a string
+-- (or files that are not a list) becomes a text part that says so and holds it.
+CREATE OR REPLACE FUNCTION convo_private.openwebui_message(p_message jsonb)
+RETURNS jsonb
+LANGUAGE sql
+IMMUTABLE
+BEGIN ATOMIC
+    SELECT jsonb_build_object('role', p_message ->> 'role', 'parts',
+        jsonb_build_array(CASE WHEN jsonb_typeof(p_message -> 'content') = 'string'
+                               THEN jsonb_build_object('type', 'text', 'text', p_message ->> 'content')
+                               WHEN p_message -> 'content' IS NULL THEN jsonb_build_object('type', 'text', 'text', '')
+                               ELSE jsonb_build_object('type', 'text', 'text',
+                                        '[unmapped openwebui content] ' || (p_message -> 'content')::text) END)
+        || CASE coalesce(jsonb_typeof(p_message -> 'files'), 'null')
+               WHEN 'array' THEN coalesce((SELECT jsonb_agg(convo_private.openwebui_file(f.e) ORDER BY f.n)
+                                             FROM jsonb_array_elements(p_message -> 'files') WITH ORDINALITY AS f (e, n)), '[]'::jsonb)
+               WHEN 'null' THEN '[]'::jsonb
+               ELSE jsonb_build_array(jsonb_build_object('type', 'text', 'text',
+                        '[unmapped openwebui file] ' || (p_message -> 'files')::text)) END);
 END;
 
 -- package_triggers: every trigger pgconvo puts on its tables (and on its

@@ -16,4 +16,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION convo.export_conversation(uuid) IS
-    'Everything stored about one conversation as JSON: {"format": "pgconvo.export", "version": 2, "conversation": its row, "messages": the tree with parts, "head_log", "generations", "tools": the tool versions its calls and effects were checked against, "tool_calls": ledger decisions, "effects", "effect_events", "erasures" (with places), "origins": the source node of each imported message, "imports": its record of imports}; each row as its table''s columns, times in UTC. See the README.';
+    'Everything stored about one conversation as JSON: {"format": "pgconvo.export", "version": 3, "conversation": its row, "messages": the tree with parts, "head_log", "changes": its titles and archive states, "generations", "tools": the tool versions its calls and effects were checked against, "tool_calls": ledger decisions, "effects", "effect_events", "erasures" (with places), "origins": the source node of each imported message, "imports": its record of imports}; each row as its table''s columns, times in UTC. See docs/erasure.md.';

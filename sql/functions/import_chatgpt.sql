@@ -1,6 +1,6 @@
 -- import_chatgpt: one conversation of a ChatGPT export (an element of
 -- conversations.json, or a bare conversation object) as a new conversation
--- of p_owner_id, by the rules of import-mapping.md §4: the whole tree with
+-- of p_owner_id, by the rules of docs/importing.md ("The rules"): the whole tree with
 -- its original times, current_node as the head (head-log reason 'import'),
 -- each source node kept verbatim in import_origins, tool calls as tool_use
 -- and tool_result parts where they pair, no ledger rows. The id is derived

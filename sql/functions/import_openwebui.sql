@@ -1,7 +1,7 @@
 -- import_openwebui: one Open WebUI chat (a row of its chat table or of the
 -- UI's JSON export, which holds an object "chat", or the bare chat column)
--- as a new conversation of p_owner_id, by the rules of import-mapping.md
--- §5: history.messages by parentId (several roots when the first message
+-- as a new conversation of p_owner_id, by the rules of docs/importing.md
+-- ("The rules"): history.messages by parentId (several roots when the first message
 -- was edited; childrenIds that disagree with parentId are only counted),
 -- history.currentId as the head, each message kept verbatim in
 -- import_origins. Repeats, CV009, CV011 and caps as import_chatgpt.

@@ -1,5 +1,5 @@
--- documented_grants: every privilege pgconvo grants, as data (the README's
--- "Security" section in rows): USAGE on schema convo for the three roles;
+-- documented_grants: every privilege pgconvo grants, as data (docs/security.md,
+-- "The roles" and "Granting", in rows): USAGE on schema convo for the three roles;
 -- EXECUTE on the application's functions for convo_app, on the read-only
 -- ones and self_check for convo_reader, on the DBA's (the allowlist, the
 -- sweeps, erasure, restoring an export) for convo_admin, a member of both; SELECT on the views

@@ -1,5 +1,5 @@
 -- chatgpt_message: the role and parts of an imported ChatGPT message
--- (import-mapping.md §4.7, §4.8), given its imported parent: a tool call
+-- (docs/importing.md, "Roles" and "Parts"), given its imported parent: a tool call
 -- is one tool_use (id: the node key, input: the whole content); a tool
 -- message answering its parent's call is a tool_result (content: the whole
 -- content) and its images; anything else is chatgpt_render's parts, with

@@ -1,5 +1,5 @@
 -- chatgpt_render: a ChatGPT message's content as parts, by content type
--- (import-mapping.md §4.8, case 3), as a JSON array of items: a part, or
+-- (docs/importing.md, "Parts"), as a JSON array of items: a part, or
 -- {"pointer": uri} for an image asset, which chatgpt_attach makes an
 -- attachment. Never empty. A content type it does not know, or one whose
 -- field has an unexpected type, becomes one text part that says so and

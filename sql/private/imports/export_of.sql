@@ -1,5 +1,5 @@
 -- export_of: the export document of one conversation (format pgconvo.export,
--- version 3; every key is described in the README and on
+-- version 3; every key is described in docs/erasure.md and on
 -- convo.export_conversation), without an owner check: export_conversation
 -- checks the reader, import_conversation compares an import with what it
 -- stored. Every row is the table's own row as jsonb, without the

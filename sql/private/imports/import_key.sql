@@ -1,5 +1,5 @@
--- import_key: the one rule for an import's ids (the README's "Importing
--- history", Ids): the source key (the export's own id, else 'sha:' and the
+-- import_key: the one rule for an import's ids (docs/importing.md,
+-- "Ids"): the source key (the export's own id, else 'sha:' and the
 -- md5 of the JSON), the conversation id md5 of the jsonb array (format,
 -- owner, source key), whose text no other (owner, source key) pair shares
 -- (a plain 'format:owner:key' let owner 'acme' with source '42:foo' take

@@ -1,6 +1,7 @@
 -- import_tree: the shared second half of import_chatgpt, import_openwebui
--- and import_librechat, once the source is checked: the tree (import-mapping.md §4.3-§4.6, §4.10,
--- §4.12) written as one new conversation. Imported messages are the nodes
+-- and import_librechat, once the source is checked: the tree (docs/importing.md: "The tree",
+-- "Times", "Sibling order and branch reasons", "The head", "Nothing is
+-- lost") written as one new conversation. Imported messages are the nodes
 -- whose message is an object; each hangs under its nearest imported
 -- ancestor (import_walk) with its original time; siblings are inserted in
 -- the order (time, position in the source parent's children, key bytewise),

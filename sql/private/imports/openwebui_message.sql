@@ -1,5 +1,5 @@
 -- openwebui_message: the role and parts of an imported Open WebUI message
--- (import-mapping.md §5): its content verbatim as one text part (inline
+-- (docs/importing.md, "Parts"): its content verbatim as one text part (inline
 -- <details> blocks included: they are not split into tool calls), then one
 -- part per element of files (openwebui_file). Content that is not a string
 -- (or files that are not a list) becomes a text part that says so and holds it.

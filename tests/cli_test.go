@@ -301,6 +301,10 @@ func TestCLIDirtyHintRepeatsDatabase(t *testing.T) {
 	if !hasLine(r.stdout, fmt.Sprintf("%04d", latest), allMigrations(t)[latest-1].Name, "dirty", "(failed", "half", "way)") {
 		t.Fatalf("status should mark %d dirty:\n%s", latest, r.stdout)
 	}
+	// The way out it prints works: force clears the mark, and the database
+	// is clean at that version.
+	requireCLI(t, nil, 0, nil, "-database", dbURL, "force", fmt.Sprint(latest))
+	requireCLI(t, nil, 0, []string{fmt.Sprintf("version %d\n", latest)}, "-database", dbURL, "version")
 }
 
 // hasRow reports whether line's words are want.

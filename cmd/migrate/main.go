@@ -359,7 +359,8 @@ func migrateVerb(ctx context.Context, verb string, o options, rest []string) err
 	}
 
 	h, err := readHistory(ctx, conn, db)
-	if err != nil {
+	// force is how a dirty database is repaired: it runs on one.
+	if err != nil && !(verb == "force" && h != nil && h.Dirty) {
 		return err
 	}
 	// What the verb would run, to check the privileges it needs first.

@@ -66,8 +66,8 @@ func TestUsageListsEveryVerb(t *testing.T) {
 	printUsage(&b, newFlags(new(options)))
 	usage := b.String()
 	for _, v := range []string{"up", "down N | -all", "goto V", "version", "force V", "status", "verify", "export ID",
-		"restore FILE", "import-chatgpt -owner OWNER FILE", "import-openwebui -owner OWNER FILE",
-		"import-librechat -owner OWNER FILE", "stop [-purge]", "help [VERB]"} {
+		"restore FILE", "import-chatgpt -owner OWNER [-json] FILE", "import-openwebui -owner OWNER [-json] FILE",
+		"import-librechat -owner OWNER [-json] FILE", "stop [-purge]", "help [VERB]"} {
 		if !strings.Contains(usage, "\n  "+v+" ") && !strings.Contains(usage, "\n  "+v+"\n") {
 			t.Errorf("the usage lists no %q:\n%s", v, usage)
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Where the package answered differently from its contract (issue 7,
-// section 2): one test each.
+// Where the package once answered differently from its contract: one test
+// each.
 
 // TestPathAtShowsSiblingsAsTheyWere: "what the customer saw at 14:03"
 // includes the "< 1/1 >" of that instant: siblings created later (a

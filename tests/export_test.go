@@ -21,8 +21,16 @@ import (
 // another branch awaits confirmation) and lookup (not effectful: replay).
 func exportTools(t testing.TB, dbs ...*pgxpool.Pool) {
 	t.Helper()
+	registerBuyAndLookup(t, "tool_call", dbs...)
+}
+
+// registerBuyAndLookup registers, identically in each database, buy
+// (effectful, with the given idempotency scope, amount and currency from
+// the arguments) and lookup (no effects: replayed).
+func registerBuyAndLookup(t testing.TB, scope string, dbs ...*pgxpool.Pool) {
+	t.Helper()
 	for _, db := range dbs {
-		effRegisterPurchase(t, db, "buy", "tool_call", "1 hour")
+		effRegisterPurchase(t, db, "buy", scope, "1 hour")
 		registerTestTool(t, db, "lookup", false, `{"type": "object"}`)
 	}
 }

@@ -20,7 +20,7 @@ import (
 var refusedSamples = map[string]string{"librechat-chatgpt-citations-fragment.json#0": "CV011"}
 
 // otherFormatSamples are the sample files in none of the formats: none
-// (issue 10: every file imports; LibreChat's own export by import_librechat).
+// (every file imports; LibreChat's own export by import_librechat).
 var otherFormatSamples = []string{}
 
 // importFn is the function for a format.

@@ -19,7 +19,7 @@ import (
 	"github.com/pgconvo/pgconvo/migrator"
 )
 
-// Load and faults (issue 8, section 3): clients hammer shared conversations
+// Load and faults: clients hammer shared conversations
 // with every kind of write, each logging outside the database what the
 // database acknowledged; afterwards every acknowledged call must be there,
 // once. PGCONVO_LOAD_SECONDS sets how long each runs (default: a short run

@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// TestModel is a model-based test (issue 7, section 4): random sequences of
+// TestModel is a model-based test: random sequences of
 // operations run against the database and against an in-memory model, in Go,
 // of what api-contract.md says (and, where the contract leaves a question
 // open, what the README's API section decides). Several conversations (with

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Live updates (issue 9, section 3): every head-log row is sent to channel
+// Live updates: every head-log row is sent to channel
 // convo_head and every effect or receipt transition to convo_effect, by the
 // transaction that writes it, with a payload of ids, seq and reason or state
 // only. The tests listen on a connection of their own, as a web server does.

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Tests of issue 9, section 4, "The request the model saw":
+// Tests of "The request the model saw":
 // convo.request_messages renders a path as a provider's request messages,
 // convo.request_digest hashes that body for begin_generation.
 

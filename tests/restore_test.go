@@ -23,10 +23,7 @@ import (
 // from the arguments) and lookup (no effects: replayed).
 func restoreTools(t testing.TB, dbs ...*pgxpool.Pool) {
 	t.Helper()
-	for _, db := range dbs {
-		effRegisterPurchase(t, db, "buy", "fork_args", "1 hour")
-		registerTestTool(t, db, "lookup", false, `{"type": "object"}`)
-	}
+	registerBuyAndLookup(t, "fork_args", dbs...)
 }
 
 // restoreStory writes through the API a conversation in which a charge of

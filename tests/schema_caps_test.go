@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Tests of issue 7's schema rules as tools and receipts see them: boolean
+// Tests of the argument schemas' rules as tools and receipts see them: boolean
 // schemas and an empty enum, SQL NULL in args_errors, the 64-level nesting
 // cap on schemas and on the values checked against them, and the length cap
 // on tool call ids.

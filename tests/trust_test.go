@@ -361,7 +361,7 @@ type forgery struct {
 	codes     []string
 }
 
-// forgeries returns the attacks of issue 6 against tenant n of a database
+// forgeries returns the attacks on history against tenant n of a database
 // where a call of an unregistered tool (callUnregistered, in message
 // unregisteredMsg) sits on the live path.
 func forgeries(n tenant, liveText, unregisteredMsg string) []forgery {
@@ -429,7 +429,7 @@ func forgeryFixture(t testing.TB, db *pgxpool.Pool) (tenant, string, string) {
 	return n, live, unregistered
 }
 
-// TestHistoryCannotBeForged: each attack of issue 6, tried by a role that
+// TestHistoryCannotBeForged: each attack forgeries lists, tried by a role that
 // holds every table privilege (and BYPASSRLS), is refused (CV005, or 42501
 // for what only an owner may do), and every table is unchanged.
 func TestHistoryCannotBeForged(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -332,5 +333,36 @@ func TestNoServerMessageNamesTestVariable(t *testing.T) {
 	}
 	if !strings.Contains(got, "apt-get install postgresql") {
 		t.Fatalf("message says nothing of installing PostgreSQL: %s", got)
+	}
+}
+
+// TestCLITwoUpsAtOnce: two `up` on one empty database at once both succeed,
+// one applying every migration and the other finding nothing to do: the
+// second waits for the first's migration lock before it reads the history
+// (which the first marks dirty while it runs) to check its privileges.
+func TestCLITwoUpsAtOnce(t *testing.T) {
+	t.Parallel()
+	db, dbURL := newEmptyDB(t)
+	done := make(chan cliRun, 2)
+	go func() { done <- runCLI(t, nil, "-database", dbURL, "up") }()
+	// The second starts while the first is half way through a migration.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var dirty bool
+		if err := db.QueryRow(`SELECT dirty FROM public.schema_migrations`).Scan(&dirty); err == nil && dirty {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first up never showed a migration half way")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	go func() { done <- runCLI(t, nil, "-database", dbURL, "up") }()
+	latest := latestVersion(t)
+	for i := 0; i < 2; i++ {
+		r := <-done
+		if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("version %d\n", latest)) {
+			t.Fatalf("an up run at the same time as another: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
 	}
 }

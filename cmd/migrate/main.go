@@ -358,9 +358,17 @@ func migrateVerb(ctx context.Context, verb string, o options, rest []string) err
 		return verify(ctx, conn, db)
 	}
 
+	// Another command may be migrating this database right now: wait for
+	// it (its lock) before reading the history, which it marks dirty while
+	// it runs, and hold the lock until the checks below are done.
+	release, err := migrator.HoldMigrationLock(ctx, conn)
+	if err != nil {
+		return err
+	}
 	h, err := readHistory(ctx, conn, db)
 	// force is how a dirty database is repaired: it runs on one.
 	if err != nil && !(verb == "force" && h != nil && h.Dirty) {
+		release()
 		return err
 	}
 	// What the verb would run, to check the privileges it needs first.
@@ -383,6 +391,7 @@ func migrateVerb(ctx context.Context, verb string, o options, rest []string) err
 	}
 	if check {
 		if err := migrator.CheckPrivileges(ctx, conn, h, to); err != nil {
+			release()
 			var pe *migrator.PrivilegeError
 			if errors.As(err, &pe) {
 				return fmt.Errorf("%s refused, nothing was changed: %w", strings.Join(append([]string{verb}, rest...), " "), err)
@@ -390,6 +399,7 @@ func migrateVerb(ctx context.Context, verb string, o options, rest []string) err
 			return err
 		}
 	}
+	release() // golang-migrate takes it again to migrate
 
 	m, err := migrator.New(conn)
 	if err != nil {

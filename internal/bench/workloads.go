@@ -74,9 +74,9 @@ func (r *run) reads(ctx context.Context, linear, edited []conversation) ([]Row, 
 		a, b, goal     string
 	}{
 		{fmt.Sprintf("`path`, depth %d, never edited", r.cfg.Length), "flat `(conversation_id, seq)` list of the same rows",
-			linear, path, flatRead, "1.5x"},
+			linear, path, flatRead, "1.3x"},
 		{fmt.Sprintf("`path`, depth %d, an edit every 10 turns", r.cfg.Length), "the same flat list",
-			edited, path, flatRead, "1.5x"},
+			edited, path, flatRead, "1.3x"},
 		{"`path_at` at the latest instant (edited conversations)", "`path`",
 			edited, `SELECT * FROM convo.path_at($1, now())`, path, "1.3x"},
 	} {
@@ -273,7 +273,7 @@ func (r *run) agentTurns(ctx context.Context, set []conversation) (Row, error) {
 		return Row{}, fmt.Errorf("agent turn: %w", err)
 	}
 	return latencyRow("an agent turn with an effectful tool call: user text; `tool_use` + `effect_for_call`; `settle_effect` + tool result; answer (4 transactions)",
-		"the same 4 transactions, text in place of the call and the result", s, "1.5x"), nil
+		"the same 4 transactions, text in place of the call and the result", s, "1.3x"), nil
 }
 
 // logRow prints a row as it is measured.

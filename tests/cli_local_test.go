@@ -2,11 +2,14 @@ package tests
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/pgconvo/pgconvo/migrator"
 )
 
 // localURL is the local server's URL as the first line of a command that
@@ -21,12 +24,14 @@ func requireGone(t *testing.T, path string) {
 	}
 }
 
-// TestCLILocalServerStopAndPurge: without a database the command starts a
-// local server under .pgconvo/ (as root, with its files under /var/tmp
-// when the postgres user cannot enter the test's directory, as here);
-// once stopped, its URL is refused with the way to start it again; stop
-// -purge stops it if it runs and removes everything it kept, in both
-// places, and a second purge finds nothing to remove.
+// TestCLILocalServerStopAndPurge: without a database, a verb that only
+// reads makes no local server (it says how to make one, and nothing is
+// written); up makes one under .pgconvo/ (as root, with its files under
+// /var/tmp when the postgres user cannot enter the test's directory, as
+// here), and a reading verb starts it again once stopped; its URL is then
+// refused with the way to start it; stop -purge stops it if it runs and
+// removes everything it kept, in both places, and a second purge finds
+// nothing to remove.
 func TestCLILocalServerStopAndPurge(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -46,12 +51,26 @@ func TestCLILocalServerStopAndPurge(t *testing.T) {
 		return r
 	}
 
-	r := run(0, []string{"started now for this command", "version 0\n"}, "version")
+	v, err := migrator.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := fmt.Sprintf("version %d\n", v)
+	state := filepath.Join(dir, ".pgconvo")
+	noServer := "there is no local server under .pgconvo/ yet: `go run ./cmd/migrate up` makes one and installs pgconvo, " +
+		"or give a database with -database or DATABASE_URL"
+	for _, verb := range [][]string{{"status"}, {"version"}, {"verify"}, {"down", "1"}, {"force", "1"},
+		{"export", "00000000-0000-0000-0000-000000000001"}} {
+		r := run(1, nil, verb...)
+		requireOneError(t, r, noServer)
+		requireGone(t, state)
+	}
+
+	r := run(0, []string{"started now for this command", latest}, "up")
 	m := localURL.FindStringSubmatch(r.stdout)
 	if m == nil {
-		t.Fatalf("version did not name the local server:\n%s", r.stdout)
+		t.Fatalf("up did not name the local server:\n%s", r.stdout)
 	}
-	state := filepath.Join(dir, ".pgconvo")
 	places := []string{state}
 	if target, err := os.Readlink(filepath.Join(state, "server")); err == nil {
 		if !strings.HasPrefix(target, "/var/tmp/pgconvo-") {
@@ -67,12 +86,14 @@ func TestCLILocalServerStopAndPurge(t *testing.T) {
 	}
 
 	run(0, []string{"stopped the local server in .pgconvo\n"}, "stop")
+	run(0, []string{"(the local server in .pgconvo/, started now", latest}, "version")
+	run(0, []string{"stopped the local server in .pgconvo\n"}, "stop")
 	r = run(1, nil, "-database", m[1], "status")
 	requireOneError(t, r, "that is the local server in .pgconvo/, and it is stopped: `go run ./cmd/migrate up` starts it")
 	run(0, []string{"no local server is running in .pgconvo\n"}, "stop")
 
 	// Purge a running server.
-	run(0, []string{"(the local server in .pgconvo/, started now", "version 0\n"}, "version")
+	run(0, []string{"(the local server in .pgconvo/, started now", latest}, "version")
 	r = run(0, []string{"stopped the local server in .pgconvo\n"}, "stop", "-purge")
 	for _, p := range places {
 		if !strings.Contains(r.stdout, "removed "+p+"\n") {
@@ -83,7 +104,7 @@ func TestCLILocalServerStopAndPurge(t *testing.T) {
 	run(0, []string{"no local server data in .pgconvo: nothing to remove\n"}, "stop", "-purge")
 
 	// Purge a stopped one; the next start is a fresh cluster.
-	run(0, []string{"started now for this command"}, "version")
+	run(0, []string{"started now for this command", "version 0\n"}, "goto", "0")
 	run(0, []string{"stopped the local server"}, "stop")
 	r = run(0, nil, "stop", "-purge")
 	if strings.Contains(r.stdout, "stopped") {

@@ -28,7 +28,7 @@ func exportConversation(ctx context.Context, o options, args []string) error {
 	if !uuidRe.MatchString(id) {
 		return usagef("export", "export: ID must be a conversation id (a uuid), got %q", id)
 	}
-	db, err := chooseDatabase(ctx, o.dbURL)
+	db, err := chooseDatabase(ctx, o.dbURL, false)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func restoreConversation(ctx context.Context, o options, args []string) error {
 		}
 		owner = s
 	}
-	db, err := chooseDatabase(ctx, o.dbURL)
+	db, err := chooseDatabase(ctx, o.dbURL, false)
 	if err != nil {
 		return err
 	}

@@ -34,8 +34,11 @@ type database struct {
 }
 
 // chooseDatabase picks the database: the flag, else $DATABASE_URL, else
-// the local server, which it starts if needed.
-func chooseDatabase(ctx context.Context, flagURL string) (*database, error) {
+// the local server, which it starts if it is stopped. Only a verb that
+// migrates (create: up and goto) makes a new local server; any other has
+// nothing to read or change on an empty one, so it says how to make one
+// instead of running initdb.
+func chooseDatabase(ctx context.Context, flagURL string, create bool) (*database, error) {
 	db := &database{url: flagURL, from: "-database", arg: shellQuote(maskURL(flagURL))}
 	if db.url == "" {
 		db.url, db.from, db.arg = os.Getenv("DATABASE_URL"), "DATABASE_URL", `"$DATABASE_URL"`
@@ -48,6 +51,10 @@ func chooseDatabase(ctx context.Context, flagURL string) (*database, error) {
 			return nil, fmt.Errorf("the database URL (%s) does not parse: fix it (postgres://USER@HOST:PORT/DATABASE)", db.from)
 		}
 		return db, nil
+	}
+	if !create && !localpg.HasPersistent(localDir) {
+		return nil, fmt.Errorf("there is no local server under %s/ yet: `%s up` makes one and installs pgconvo, "+
+			"or give a database with -database or DATABASE_URL", localDir, command)
 	}
 	local, err := localpg.EnsurePersistent(ctx, localDir)
 	if err != nil {

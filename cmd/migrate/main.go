@@ -16,10 +16,12 @@
 //	go run ./cmd/migrate stop [-purge]
 //	go run ./cmd/migrate help [VERB]
 //
-// The database is -database, else $DATABASE_URL, else a local server this
-// command starts (or reuses) under .pgconvo/ in the working directory from
-// the PostgreSQL binaries installed on the machine. stop stops that server
-// (stop-local is another name for it); stop -purge also removes its data.
+// The database is -database, else $DATABASE_URL, else a local server under
+// .pgconvo/ in the working directory: up (or goto) makes it from the
+// PostgreSQL binaries installed on the machine, and every verb starts it
+// when it is stopped; a verb that only reads never makes one. stop stops
+// that server (stop-local is another name for it); stop -purge also
+// removes its data.
 // Flags may come before or after the verb. Every verb but stop, help and
 // export first names the database it works on (export names it on
 // standard error: its standard output is the document alone).
@@ -330,7 +332,7 @@ func migrateVerb(ctx context.Context, verb string, o options, rest []string) err
 		return err
 	}
 
-	db, err := chooseDatabase(ctx, o.dbURL)
+	db, err := chooseDatabase(ctx, o.dbURL, verb == "up" || verb == "goto")
 	if err != nil {
 		return err
 	}
@@ -489,7 +491,7 @@ func importExport(ctx context.Context, format, owner, flagURL string, asJSON boo
 	if owner == "" {
 		return usagef(verb, "%s needs -owner OWNER, the owner to import the conversations for", verb)
 	}
-	db, err := chooseDatabase(ctx, flagURL)
+	db, err := chooseDatabase(ctx, flagURL, false)
 	if err != nil {
 		return err
 	}

@@ -148,8 +148,9 @@ pending migration needs one it lacks.
 %s
 
 The database is -database, else $DATABASE_URL, else a local server under
-.pgconvo/ that this command starts from the installed PostgreSQL binaries;
-stop stops it, stop -purge removes it.
+.pgconvo/: up (or goto) makes one from the installed PostgreSQL binaries,
+every verb starts it when it is stopped, stop stops it, stop -purge
+removes it.
 
 Exit status: 0 done, 1 failed (the message says what to do), 2 a usage
 error. `+"`%s help VERB`"+` says more of one verb.

@@ -487,3 +487,15 @@ func checkOurs(alt string, u *osUser) error {
 	}
 	return nil
 }
+
+// HasPersistent reports whether EnsurePersistent has made a server under
+// dir: its data directory is there, in dir or where dir/server links. It
+// only looks, so a command that must not create a server can ask first.
+func HasPersistent(dir string) bool {
+	for _, data := range []string{filepath.Join(dir, "data"), filepath.Join(dir, "server", "data")} {
+		if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err == nil {
+			return true
+		}
+	}
+	return false
+}

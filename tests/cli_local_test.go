@@ -59,8 +59,13 @@ func TestCLILocalServerStopAndPurge(t *testing.T) {
 	state := filepath.Join(dir, ".pgconvo")
 	noServer := "there is no local server under .pgconvo/ yet: `go run ./cmd/migrate up` makes one and installs pgconvo, " +
 		"or give a database with -database or DATABASE_URL"
+	doc := filepath.Join(t.TempDir(), "conversation.json")
+	if err := os.WriteFile(doc, []byte(`{"conversation": {"owner_id": "alice"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, verb := range [][]string{{"status"}, {"version"}, {"verify"}, {"down", "1"}, {"force", "1"},
-		{"export", "00000000-0000-0000-0000-000000000001"}} {
+		{"export", "00000000-0000-0000-0000-000000000001"}, {"restore", doc},
+		{"-owner", "alice", "import-chatgpt", doc}} {
 		r := run(1, nil, verb...)
 		requireOneError(t, r, noServer)
 		requireGone(t, state)

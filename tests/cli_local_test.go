@@ -90,8 +90,13 @@ func TestCLILocalServerStopAndPurge(t *testing.T) {
 		t.Fatalf("no data directory where the server keeps it: %v", err)
 	}
 
+	// A reading verb starts the stopped server again (on the port it
+	// recorded, or another if that one was taken meanwhile).
 	run(0, []string{"stopped the local server in .pgconvo\n"}, "stop")
-	run(0, []string{"(the local server in .pgconvo/, started now", latest}, "version")
+	r = run(0, []string{"(the local server in .pgconvo/, started now", latest}, "version")
+	if m = localURL.FindStringSubmatch(r.stdout); m == nil {
+		t.Fatalf("version did not name the local server:\n%s", r.stdout)
+	}
 	run(0, []string{"stopped the local server in .pgconvo\n"}, "stop")
 	r = run(1, nil, "-database", m[1], "status")
 	requireOneError(t, r, "that is the local server in .pgconvo/, and it is stopped: `go run ./cmd/migrate up` starts it")

@@ -38,9 +38,16 @@ var (
 // chat exports.
 var sampleCorpora = []corpus{chatImportsCorpus, chatExportsCorpus}
 
-// ciEnv names the variable that, when non-empty, turns a missing corpus
-// from a skip into a failure.
+// ciEnv names the variable that, when set (to anything but "", "0" or
+// "false"), turns a missing corpus or tool from a skip into a failure.
 const ciEnv = "CI"
+
+// inCI reports whether ciEnv is set: a CI run must have every corpus and
+// tool in place, and must not pass by skipping.
+func inCI() bool {
+	v := os.Getenv(ciEnv)
+	return v != "" && v != "0" && v != "false"
+}
 
 // requireCorpus skips the test, with one line, unless every corpus is in
 // place; with CI set it fails the test with that line instead. A corpus
@@ -54,7 +61,7 @@ func requireCorpus(t testing.TB, corpora ...corpus) {
 			continue
 		case !errors.Is(err, fs.ErrNotExist):
 			t.Fatalf("reading %s: %v", c.shown(), err)
-		case os.Getenv(ciEnv) != "":
+		case inCI():
 			t.Fatal("failing (" + ciEnv + " is set): " + c.missing())
 		default:
 			t.Skip("skipping: " + c.missing())

@@ -36,7 +36,7 @@ const examplePython = "/usr/bin/python3"
 func missingTool(t *testing.T, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
-	if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+	if inCI() {
 		t.Fatalf("%s (CI is set, so this fails instead of skipping)", msg)
 	}
 	t.Skipf("%s; skipped because CI is not set", msg)

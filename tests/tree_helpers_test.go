@@ -468,10 +468,12 @@ func dedicatedConn(t testing.TB, db *pgxpool.Pool) *pgx.Conn {
 // asEachActor runs fn once on a dedicated connection for each session that
 // must be refused by the append-only and state-machine triggers: a
 // superuser (the tests' own role), the owner role convo_owner that owns the
-// tables (SET ROLE from the superuser: no login role can become it), a
-// non-superuser granted ALL on the tables, with BYPASSRLS, who owns nothing,
-// and the superuser with session_replication_role = replica (the triggers
-// are ENABLE ALWAYS). Each setup is checked before fn runs.
+// tables (SET ROLE from the superuser: no login role can become it), the
+// same role by SET SESSION AUTHORIZATION (its login and current user both
+// the owner, as inside no API function), a non-superuser granted ALL on the
+// tables, with BYPASSRLS, who owns nothing, and the superuser with
+// session_replication_role = replica (the triggers are ENABLE ALWAYS). Each
+// setup is checked before fn runs.
 func asEachActor(t *testing.T, db *pgxpool.Pool, grantee string, fn func(t *testing.T, conn *pgx.Conn)) {
 	t.Helper()
 	ctx := context.Background()
@@ -484,6 +486,8 @@ func asEachActor(t *testing.T, db *pgxpool.Pool, grantee string, fn func(t *test
 			`SELECT NOT rolsuper AND current_user = '` + grantee + `' AND NOT EXISTS (
 			     SELECT FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user))
 			   FROM pg_roles WHERE rolname = current_user`},
+		{"owner role by session authorization", `SET SESSION AUTHORIZATION convo_owner`,
+			`SELECT current_user = 'convo_owner' AND session_user = 'convo_owner' AND current_setting('role') = 'none'`},
 		{"replica", `SET session_replication_role = replica`, `SELECT current_setting('session_replication_role') = 'replica'`},
 	}
 	for _, actor := range actors {

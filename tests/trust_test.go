@@ -451,6 +451,32 @@ func TestHistoryCannotBeForged(t *testing.T) {
 	}
 	requireFingerprint(t, db, "the forgeries", before)
 
+	// The tables' owner may alter them (so the forgeries that need an
+	// owner's privilege are not its to refuse), but whichever way a session
+	// becomes the owner role, outside an API function its writes are
+	// forgeries like anyone's.
+	for _, owner := range []struct{ name, setup string }{
+		{"owner role by SET ROLE", `SET ROLE convo_owner`},
+		{"owner role by SET SESSION AUTHORIZATION", `SET SESSION AUTHORIZATION convo_owner`},
+	} {
+		t.Run(owner.name, func(t *testing.T) {
+			conn := dedicatedConn(t, db)
+			if _, err := conn.Exec(context.Background(), owner.setup); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range forgeries(n, live, unregistered) {
+				if slices.Equal(f.codes, []string{"42501"}) {
+					continue
+				}
+				t.Run(f.name, func(t *testing.T) {
+					_, err := conn.Exec(context.Background(), f.sql)
+					requireSQLStateIn(t, err, f.codes...)
+				})
+			}
+		})
+	}
+	requireFingerprint(t, db, "the owner role's forgeries", before)
+
 	// A superuser passes the guards, but the state machines still compare
 	// what is stored as text: 500 and 500.000 differ.
 	t.Run("superuser: settled rows keep their text", func(t *testing.T) {

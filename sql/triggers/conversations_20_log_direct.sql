@@ -4,6 +4,6 @@
 CREATE OR REPLACE TRIGGER conversations_20_log_direct
     AFTER UPDATE ON convo.conversations
     FOR EACH ROW
-    WHEN (OLD.head_message_id IS DISTINCT FROM NEW.head_message_id AND (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner'))
+    WHEN (OLD.head_message_id IS DISTINCT FROM NEW.head_message_id AND (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner'))
     EXECUTE FUNCTION convo_private.log_direct_head_move();
 ALTER TABLE convo.conversations ENABLE ALWAYS TRIGGER conversations_20_log_direct;

@@ -3,6 +3,6 @@
 CREATE OR REPLACE TRIGGER live_path_10_no_forgery
     BEFORE INSERT OR UPDATE OR DELETE ON convo.live_path
     FOR EACH STATEMENT
-    WHEN (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner')
+    WHEN (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
     EXECUTE FUNCTION convo_private.refuse_forgery();
 ALTER TABLE convo.live_path ENABLE ALWAYS TRIGGER live_path_10_no_forgery;

@@ -4,6 +4,6 @@
 CREATE OR REPLACE TRIGGER messages_20_guard
     BEFORE INSERT ON convo.messages
     FOR EACH ROW
-    WHEN (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner')
+    WHEN (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
     EXECUTE FUNCTION convo_private.messages_guard();
 ALTER TABLE convo.messages ENABLE ALWAYS TRIGGER messages_20_guard;

@@ -5,8 +5,8 @@
 -- set is never unset (the head always names a message). It runs for every UPDATE that changes a fixed
 -- column or unsets the head, and for every UPDATE outside pgconvo's code
 -- (not the owner role, or the owner role only because a session SET ROLE
--- to it: pgconvo's SECURITY DEFINER functions run as the owner role with the
--- caller's role setting).
+-- or SET SESSION AUTHORIZATION to it: pgconvo's SECURITY DEFINER functions
+-- run as the owner role with the caller's role setting and login).
 CREATE OR REPLACE FUNCTION convo_private.conversations_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -23,13 +23,13 @@ BEGIN
         RAISE EXCEPTION 'the head of a conversation cannot be unset'
             USING ERRCODE = 'CV011', DETAIL = format('conversation %s, head %s', OLD.id, OLD.head_message_id);
     END IF;
-    IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner')
+    IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
        AND NEW.last_activity_at IS DISTINCT FROM OLD.last_activity_at THEN
         RAISE EXCEPTION 'a conversation''s last_activity_at moves only with its messages, through the API'
             USING ERRCODE = 'CV005',
                   DETAIL = format('table convo.conversations, conversation %s, role %s', OLD.id, current_user);
     END IF;
-    IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner')
+    IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
        AND NEW.metadata::text IS DISTINCT FROM OLD.metadata::text THEN
         RAISE EXCEPTION 'convo.conversations is append-only: its metadata changes only by erasure'
             USING ERRCODE = 'CV005',

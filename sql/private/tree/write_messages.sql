@@ -46,6 +46,7 @@ DECLARE
     v_n       int := coalesce(cardinality(p_ids), 0);
     v_now     timestamptz := clock_timestamp();
     v_pidx    int[];   -- the parent's position among the new messages, 0 for none
+    v_call_keys jsonb; -- the write's tool calls, as keys "position id"
     v_pdepth  int[];   -- an existing parent's depth
     v_pbranch uuid[];  -- an existing parent's branch
     v_sib     int[];   -- sibling position: the last under the parent, plus the rank among the new
@@ -141,6 +142,11 @@ BEGIN
         -- call id once in the conversation, a result naming a call of its
         -- parent (stored, or new in the same write). The earlier problem wins.
         IF v_linked THEN
+            -- The write's own calls, by message position and id.
+            SELECT jsonb_object_agg(m.i || ' ' || (e.part ->> 'id'), true) INTO v_call_keys
+              FROM unnest(p_parts) WITH ORDINALITY AS m (parts, i),
+                   jsonb_array_elements(m.parts) AS e (part)
+             WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_use' AND e.part ->> 'id' IS NOT NULL;
             SELECT x.i, x.ordinal, x.problem INTO v_link_i, v_link_ordinal, v_link_problem FROM (
                 SELECT c.i, c.n::int AS ordinal,
                        ARRAY['CV008', format('tool call id %s is already used in this conversation', c.id),
@@ -154,6 +160,9 @@ BEGIN
                     OR EXISTS (SELECT 1 FROM convo.keyed_parts k
                                 WHERE k.conversation_id = p_conversation_id AND k.type = 'tool_use' AND k.tool_call_id = c.id)
                 UNION ALL
+                -- A result's call: among its parent's calls in this write (one
+                -- lookup in v_call_keys, so a tree of many calls and results costs
+                -- linear), else among its stored ones.
                 SELECT r.i, r.n::int,
                        ARRAY['CV008', format('tool_result names tool call %s, which is not a tool_use of the parent message', r.id),
                              format(', tool call %s, parent %s', r.id, coalesce(r.parent_id::text, 'none')), '']
@@ -162,8 +171,7 @@ BEGIN
                                jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
                          WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_result') r
                  WHERE NOT CASE WHEN v_pidx[r.i] > 0
-                                THEN EXISTS (SELECT 1 FROM jsonb_array_elements(p_parts[v_pidx[r.i]]) u (part)
-                                              WHERE u.part ->> 'type' = 'tool_use' AND u.part ->> 'id' = r.id)
+                                THEN coalesce(v_call_keys ? (v_pidx[r.i] || ' ' || r.id), false)
                                 ELSE EXISTS (SELECT 1 FROM convo.keyed_parts k
                                               WHERE k.conversation_id = p_conversation_id AND k.message_id = r.parent_id
                                                 AND k.type = 'tool_use' AND k.tool_call_id = r.id) END

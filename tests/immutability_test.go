@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -154,4 +155,51 @@ func TestAppendOnlyTablesRefuseChanges(t *testing.T) {
 			t.Errorf("%s: rows added: %v", table, added)
 		}
 	}
+}
+
+// TestDirectlyInsertedConversationsAreWhatTheAPIWrites: a conversation
+// inserted outside pgconvo's code, by each actor (a superuser, the owner
+// role either way, a granted role, replica mode), is refused when it holds
+// what create_conversation never writes: a head, a title or an archive state
+// that no log records, a creation or last activity not now (which would
+// misplace it in the sidebar), or metadata over the cap; nothing is written.
+// The same insert with the defaults is taken.
+func TestDirectlyInsertedConversationsAreWhatTheAPIWrites(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	s := buildStory(t, db)
+	grantee := createGrantedRole(t, db)
+	before := fingerprint(t, db)
+	big := `jsonb_build_object('blob', repeat('x', 300000))` // the cap is 256 KiB
+	bad := []struct{ name, columns, values, code string }{
+		{"a head", "head_message_id", fmt.Sprintf("'%s'", s.u3), "CV005"},
+		{"a title", "title", "'never logged'", "CV005"},
+		{"archived", "archived", "true", "CV005"},
+		{"created in 2001", "created_at", "'2001-01-01'", "CV005"},
+		{"last active in 2999", "last_activity_at", "'2999-01-01'", "CV005"},
+		{"last active before it was created", "last_activity_at", "now() - interval '1 day'", "CV005"},
+		{"metadata over the cap", "metadata", big, "CV010"},
+	}
+	asEachActor(t, db, grantee, func(t *testing.T, conn *pgx.Conn) {
+		for _, b := range bad {
+			t.Run(b.name, func(t *testing.T) {
+				_, err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO convo.conversations (id, owner_id, %s)
+					VALUES (gen_random_uuid(), 'alice', %s)`, b.columns, b.values)) // autocommit
+				requireSQLState(t, err, b.code)
+			})
+		}
+		t.Run("the defaults", func(t *testing.T) {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, `INSERT INTO convo.conversations (id, owner_id, metadata)
+				VALUES (gen_random_uuid(), 'alice', '{"source": "repair"}')`); err != nil {
+				t.Fatalf("a conversation as create_conversation writes it: %v", err)
+			}
+		})
+	})
+	requireFingerprint(t, db, "the refused inserts", before)
 }

@@ -1,6 +1,6 @@
 -- package_triggers: every trigger pgconvo puts on its tables (and on its
 -- view message_parts), by what it guards: append_only (refuse_change,
--- refuse_forgery), head_log (the conversation's guard and the logging of
+-- refuse_forgery), head_log (the conversation's guards and the logging of
 -- direct head, title and archive updates) and rule (the tree's and the ledger's guards, the
 -- state machines). Each table's triggers are numbered in the order they fire
 -- (PostgreSQL fires them by name): 10 who may write, 20 what a row must be,
@@ -16,6 +16,7 @@ BEGIN ATOMIC
     SELECT t.table_name, t.trigger_name, t.guards
       FROM (VALUES
         ('conversations', 'conversations_10_guard', 'head_log'),
+        ('conversations', 'conversations_11_new_guard', 'head_log'),
         ('conversations', 'conversations_20_log_direct', 'head_log'),
         ('conversations', 'conversations_21_log_direct_change', 'head_log'),
         ('conversations', 'conversations_90_no_delete', 'append_only'),

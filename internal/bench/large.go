@@ -79,6 +79,7 @@ func (r *run) large(ctx context.Context) ([]Growth, error) {
 		{"one message with N text parts (`append_message`)", "4x", r.scaled(2500), r.manyParts},
 		{"one message with N effectful tool calls (`append_message`)", "4x", r.scaled(250), r.manyCalls},
 		{"one effectful tool call at conversation depth N (the fork point walk)", "1x", r.scaled(1000), r.deepCall},
+		{"the next effectful tool call of an agent turn of N calls and their results", "1x", r.scaled(250), r.longTurn},
 		{"`alternatives` on a message with N siblings (after ANALYZE)", "4x", r.scaled(500), r.manySiblings},
 	} {
 		g := Growth{Case: c.name, N1: c.n, N2: 4 * c.n, Goal: c.goal}
@@ -184,6 +185,49 @@ func (r *run) deepCall(ctx context.Context, n int) (time.Duration, string, error
 		}
 	}
 	return median(calls), "a text answer " + fmtDuration(median(texts)), nil
+}
+
+// longTurn times an effectful call (the median of 5) appended to an agent
+// turn that already holds n calls of the effectful tool, each followed by
+// its result: its fork point and its re-run check must not cost the turn.
+func (r *run) longTurn(ctx context.Context, n int) (time.Duration, string, error) {
+	conv, err := r.newConversation(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	if _, err := r.appendAs(ctx, conv, "user", textParts); err != nil {
+		return 0, "", err
+	}
+	round := func(tx pgx.Tx, i int) error {
+		call := "toolu_" + newUUID()
+		parts := `[{"type":"tool_use","id":"` + call + `","name":"bench_purchase","input":{"amount_minor":` +
+			strconv.Itoa(i+1) + `,"currency":"EUR"}}]`
+		if _, err := tx.Exec(ctx, `SELECT convo.append_message($1, 'assistant', $2::jsonb)`, conv, parts); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT convo.append_message($1, 'tool', $2::jsonb)`, conv,
+			`[{"type":"tool_result","tool_use_id":"`+call+`","content":"ok"}]`)
+		return err
+	}
+	if err := r.asApp(ctx, func(tx pgx.Tx) error {
+		for i := 0; i < n; i++ {
+			if err := round(tx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return 0, "", err
+	}
+	var ts []time.Duration
+	for i := 0; i < 5; i++ {
+		t, err := r.timeApp(ctx, func(tx pgx.Tx) error { return round(tx, n+i) })
+		if err != nil {
+			return 0, "", err
+		}
+		ts = append(ts, t)
+	}
+	return median(ts), "", nil
 }
 
 // manySiblings times alternatives (the median of 3) on a user message with

@@ -36,6 +36,8 @@ DECLARE
     v_scope_key text;
     v_effect    convo.tool_effects;
     v_repeats   uuid;
+    v_seg_branches uuid[]; -- the segments of this message's path: each branch
+    v_seg_depths   int[];  -- and the deepest of it on the path
     v_decision  text;
     v_money     record;
     v_id        uuid := gen_random_uuid();
@@ -44,7 +46,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
-    v_fork := convo_private.fork_point_of(p_conversation_id, p_message_id);
+    v_fork := convo_private.call_fork_point(p_conversation_id, p_message_id);
     v_errors := CASE WHEN v_tool.effectful THEN convo.args_errors(v_tool.args_schema, v_input) END;
     IF NOT v_tool.effectful THEN
         v_decision := 'replay';
@@ -64,15 +66,22 @@ BEGIN
             -- (the calls of this very message are on its path by definition):
             -- two ranges of tool_effect_calls_fork_idx skip this message's
             -- calls, so N calls in one message cost N lookups, not N squared.
+            -- A candidate on this message's path (an earlier call of the same
+            -- agent turn) is no re-run: the path's segments are read once and
+            -- each candidate's message compared with them, not walked again.
+            SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_seg_branches, v_seg_depths
+              FROM convo_private.path_segments(p_conversation_id, p_message_id) s;
             SELECT l.effect_id INTO v_repeats
               FROM convo.tool_effect_calls l
               JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+              JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
              WHERE l.conversation_id = p_conversation_id
                AND (l.fork_point_id = v_fork OR (v_fork IS NULL AND l.fork_point_id IS NULL))
                AND (l.message_id < p_message_id OR l.message_id > p_message_id)
                AND e.tool_name = p_tool_name
                AND l.decision IN ('execute', 'reuse', 'confirm')
-               AND NOT convo_private.is_on_path(p_conversation_id, l.message_id, p_message_id)
+               AND NOT EXISTS (SELECT 1 FROM unnest(v_seg_branches, v_seg_depths) AS s (branch_id, max_depth)
+                                WHERE s.branch_id = m.branch_id AND m.depth <= s.max_depth)
              ORDER BY l.decided_at DESC, l.tool_call_id DESC
              LIMIT 1;
             v_decision := CASE WHEN v_repeats IS NULL THEN 'execute' ELSE 'confirm' END;

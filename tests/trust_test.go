@@ -697,6 +697,9 @@ func TestSelfCheckFindsEachBreak(t *testing.T) {
 		{"row_level_security", "tool_receipts", "", func(tenant) string {
 			return `ALTER TABLE convo.tool_receipts DISABLE ROW LEVEL SECURITY`
 		}},
+		{"row_level_security", "conversation_changes", "", func(tenant) string {
+			return `ALTER TABLE convo.conversation_changes DISABLE ROW LEVEL SECURITY`
+		}},
 		{"privileges", "extra: SELECT on convo.messages to convo_app", "", func(tenant) string {
 			return `GRANT SELECT ON convo.messages TO convo_app`
 		}},

@@ -6,8 +6,9 @@
 -- when many share one time (an import); p_before alone means strictly
 -- older. One range scan of conversations_sidebar_idx. A convo_app session
 -- lists only the owner it set (CV011 for another); convo_reader any.
--- last_activity_at is the time of the conversation's last message written
--- through the API (an import's: its latest message's original time).
+-- last_activity_at is the time of the conversation's last head move through
+-- the API (a message that became the head, or a switch to another branch;
+-- an import's: its latest message's original time, when it has one).
 CREATE OR REPLACE FUNCTION convo.conversations(
     p_owner_id  text,
     p_limit     int DEFAULT 50,

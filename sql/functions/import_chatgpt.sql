@@ -43,7 +43,8 @@ BEGIN
         RAISE EXCEPTION 'a ChatGPT conversation needs a "mapping" object, not %', coalesce(jsonb_typeof(v_mapping), 'none')
             USING ERRCODE = 'CV011', DETAIL = v_where;
     END IF;
-    -- The refusals of §4.1, first node by key (bytewise) first.
+    -- The refusals of docs/importing.md, "Input and refusals", first node by
+    -- key (bytewise) first.
     SELECT e.key, e.why INTO v_bad
       FROM (SELECT n.key, CASE
                    WHEN jsonb_typeof(n.node) <> 'object' THEN 'is not an object'

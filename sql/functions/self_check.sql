@@ -140,17 +140,18 @@ BEGIN
     RETURN QUERY SELECT 'effect_states_consistent', v_bad IS NULL,
                         coalesce(array_to_string(v_bad[1:10], '; '), 'every state matches its event chain');
 
-    -- Row-level security on every owner-scoped table. It is enabled, not
-    -- forced: the API functions run as the owner role and check the owner
-    -- once per call (sees_owner, writes_owner), which keeps the path at the
-    -- cost of a flat read; any other role is bound by the policies.
-    SELECT array_agg(t.name ORDER BY t.name) INTO v_bad
-      FROM unnest(ARRAY['conversations', 'messages', 'keyed_parts', 'conversation_head_log', 'generations',
-                        'tool_effects', 'tool_effect_calls', 'tool_effect_events', 'tool_receipts',
-                        'erasures', 'erasure_places', 'live_path',
-                        'import_origins', 'imports']) AS t (name)
-      LEFT JOIN pg_class c ON c.oid = to_regclass('convo.' || t.name)
-     WHERE c.relrowsecurity IS NOT TRUE;
+    -- Row-level security on every owner-scoped table: each table of convo
+    -- with a conversation_id or owner_id column, so a table added later is
+    -- covered without a list to keep. It is enabled, not forced: the API
+    -- functions run as the owner role and check the owner once per call
+    -- (sees_owner, writes_owner), which keeps the path at the cost of a flat
+    -- read; any other role is bound by the policies.
+    SELECT array_agg(c.relname::text ORDER BY c.relname) INTO v_bad
+      FROM pg_class c
+     WHERE c.relnamespace = 'convo'::regnamespace AND c.relkind IN ('r', 'p')
+       AND EXISTS (SELECT 1 FROM pg_attribute a
+                    WHERE a.attrelid = c.oid AND a.attname IN ('conversation_id', 'owner_id') AND NOT a.attisdropped)
+       AND NOT c.relrowsecurity;
     RETURN QUERY SELECT 'row_level_security', v_bad IS NULL,
                         coalesce('not enabled on ' || array_to_string(v_bad, ', '),
                                  'enabled on every owner-scoped table');

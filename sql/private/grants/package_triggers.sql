@@ -1,10 +1,12 @@
 -- package_triggers: every trigger pgconvo puts on its tables (and on its
 -- view message_parts), by what it guards: append_only (refuse_change,
 -- refuse_forgery), head_log (the conversation's guards and the logging of
--- direct head, title and archive updates) and rule (the tree's and the ledger's guards, the
--- state machines). Each table's triggers are numbered in the order they fire
--- (PostgreSQL fires them by name): 10 who may write, 20 what a row must be,
--- 30 what follows, 90 append-only. self_check requires each present and
+-- direct head, title and archive updates) and rule (the tree's and the
+-- ledger's guards, the state machines). Each table's triggers are numbered
+-- in the order they fire (PostgreSQL fires the triggers of one timing, event
+-- and level by name): 10 and 11 who may write and what a new or changed row
+-- may hold, 20 what a row must be (or, after the write, its log), 30 an
+-- UPDATE refused or logged, 90 append-only. self_check requires each present and
 -- ENABLE ALWAYS (a view's are enabled as views allow), and no other trigger
 -- on the package's tables.
 CREATE OR REPLACE FUNCTION convo_private.package_triggers()

@@ -52,7 +52,8 @@ BEGIN
                                                ORDER BY r.erased_at, r.id)
                                 FROM convo.erasures r WHERE r.conversation_id = c.id), '[]'),
         -- Import origins: the source node of each message that came from
-        -- another product (import_chatgpt, import_openwebui), by message.
+        -- another product (import_chatgpt, import_openwebui, import_librechat),
+        -- by message.
         'origins', coalesce((SELECT jsonb_agg(to_jsonb(o) - 'conversation_id' ORDER BY o.message_id)
                                FROM convo.import_origins o WHERE o.conversation_id = c.id), '[]'),
         'imports', coalesce((SELECT jsonb_agg(to_jsonb(i) - 'conversation_id' ORDER BY i.imported_at, i.id)

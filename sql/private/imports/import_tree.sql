@@ -11,7 +11,8 @@
 -- first (CV010 naming the node); no ledger row, receipt or generation is
 -- written. The export's title becomes the conversation's (cut to
 -- max_title_length; the export's own stays in the metadata), and its last
--- activity the latest message's time. The import is recorded in convo.imports (owner, format, source
+-- activity the latest message's time (a tree without messages keeps its
+-- creation time). The import is recorded in convo.imports (owner, format, source
 -- key, keyed digest, who, when), and every row it writes, the head-log row
 -- 'import' included, names that record (import_id). Every step is a pass
 -- or a hash join over the nodes: linear.

@@ -1,6 +1,6 @@
 -- conversations_guard: of a conversation only the head, the title and the
 -- archive state may change (each logged), its last activity only with its
--- messages through the API, and its metadata only by erasure (pgconvo's
+-- head's moves through the API, and its metadata only by erasure (pgconvo's
 -- erase_content): its id, owner and creation time are fixed, and a head once
 -- set is never unset (the head always names a message). It runs for every UPDATE that changes a fixed
 -- column or unsets the head, and for every UPDATE outside pgconvo's code
@@ -25,7 +25,7 @@ BEGIN
     END IF;
     IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
        AND NEW.last_activity_at IS DISTINCT FROM OLD.last_activity_at THEN
-        RAISE EXCEPTION 'a conversation''s last_activity_at moves only with its messages, through the API'
+        RAISE EXCEPTION 'a conversation''s last_activity_at moves only with its head, through the API'
             USING ERRCODE = 'CV005',
                   DETAIL = format('table convo.conversations, conversation %s, role %s', OLD.id, current_user);
     END IF;

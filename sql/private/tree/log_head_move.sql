@@ -4,8 +4,8 @@
 -- notification (unless convo.notify is off; the payload holds ids, seq and
 -- reason only, never content, the owner or the mover: LISTEN is not
 -- owner-scoped). write_messages calls it for pgconvo's own moves, with the
--- reason, mover and import they were given; conversations_log_direct for an
--- UPDATE outside the API (direct_update, by the caller). An append (the new
+-- reason, mover and import they were given; log_direct_head_move (trigger
+-- conversations_20_log_direct) for an UPDATE outside the API (direct_update, by the caller). An append (the new
 -- head a child of the old one) extends the live path by one UPDATE or
 -- INSERT; any other move goes to move_live_path.
 CREATE OR REPLACE FUNCTION convo_private.log_head_move(

@@ -2,8 +2,8 @@
 -- path, equal to the segments of the path from the root to p_head_id: one
 -- row per branch the path runs through (a branch is a run of first
 -- children), from the depth where it starts to the deepest of it on the
--- path. It walks up from the head one segment at a time (two key lookups
--- each) until it meets a branch already on the live path (the fork), cuts
+-- path. It walks up from the head one segment at a time (three key lookups
+-- each: the live path, the branch's start, its parent) until it meets a branch already on the live path (the fork), cuts
 -- that one at the fork and drops the rows below it: a move costs the
 -- segments that change, never the conversation. path reads the messages
 -- of each segment as one index range scan.

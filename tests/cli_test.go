@@ -343,6 +343,7 @@ func TestNoServerMessageNamesTestVariable(t *testing.T) {
 func TestCLITwoUpsAtOnce(t *testing.T) {
 	t.Parallel()
 	db, dbURL := newEmptyDB(t)
+	migrateBinary(t) // built here: a goroutine may not end the test
 	done := make(chan cliRun, 2)
 	go func() { done <- runCLI(t, nil, "-database", dbURL, "up") }()
 	// The second starts while the first is half way through a migration.
@@ -359,10 +360,17 @@ func TestCLITwoUpsAtOnce(t *testing.T) {
 	}
 	go func() { done <- runCLI(t, nil, "-database", dbURL, "up") }()
 	latest := latestVersion(t)
+	applied := 0
 	for i := 0; i < 2; i++ {
 		r := <-done
 		if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("version %d\n", latest)) {
 			t.Fatalf("an up run at the same time as another: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
+		if strings.Contains(r.stdout, ": applied\n") {
+			applied++
+		}
+	}
+	if applied != 1 {
+		t.Fatalf("%d of the two runs applied migrations, want exactly one (the other waits, then finds nothing to do)", applied)
 	}
 }

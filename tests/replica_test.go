@@ -197,10 +197,16 @@ func TestReadsOnAReplica(t *testing.T) {
 	requireSameAnswers("after a write on the primary")
 
 	// A write sent to the standby is refused there, and nothing changes.
-	before, _ := read(onPrimary, `SELECT convo.export_conversation(:conv)::text`)
+	before, err := read(onPrimary, `SELECT convo.export_conversation(:conv)::text`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, err = read(onStandby, `SELECT convo.append_message(:conv, 'user', '[{"type": "text", "text": "Hi"}]')::text`)
 	requireSQLState(t, err, "25006")
-	after, _ := read(onPrimary, `SELECT convo.export_conversation(:conv)::text`)
+	after, err := read(onPrimary, `SELECT convo.export_conversation(:conv)::text`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	requireEqual(t, "the primary after a write sent to the standby", after, before)
 }
 

@@ -28,6 +28,10 @@ func main() {
 	out := flag.String("o", apidocs.APIPath, `the API reference to write ("-" for standard output)`)
 	schema := flag.String("schema", apidocs.SchemaPath, `the schema reference to write ("-" for standard output)`)
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "apidocs: takes no arguments, got %v\nusage: go run ./cmd/apidocs [-o FILE] [-schema FILE]\n", flag.Args())
+		os.Exit(2)
+	}
 	if err := run(context.Background(), *out, *schema); err != nil {
 		fmt.Fprintln(os.Stderr, "apidocs:", err)
 		os.Exit(1)
@@ -92,6 +96,6 @@ func write(out, text string) error {
 	if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
 		return err
 	}
-	fmt.Println("wrote", out)
+	fmt.Fprintln(os.Stderr, "wrote", out) // standard output may be the other document
 	return nil
 }

@@ -96,6 +96,7 @@ func report(err error, w io.Writer) int {
 type options struct {
 	dbURL, owner                string
 	all, forceLoss, purge, json bool
+	given                       map[string]bool // the flags on the command line, by name, whatever their value
 }
 
 // newFlags returns the command's flag set, parsing into o. It prints
@@ -118,6 +119,8 @@ func run(ctx context.Context, args []string) error {
 	var o options
 	fs := newFlags(&o)
 	words, err := parseInterspersed(fs, args)
+	o.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
 	verbName := ""
 	if len(words) > 0 {
 		verbName = words[0]
@@ -136,6 +139,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	rest := words[1:]
 	if verbName == "help" {
+		if err := flagsGoWith(verbName, o); err != nil {
+			return err
+		}
 		if len(rest) > 1 {
 			return usagef("help", "help takes at most one VERB, got %d: %s", len(rest), strings.Join(rest, " "))
 		}
@@ -215,8 +221,6 @@ func firstVerb(args []string) string {
 // flagsGoWith fails, as a usage error, when a flag was given that verb does
 // not take (allowed names those it does).
 func flagsGoWith(verb string, o options, allowed ...string) error {
-	given := map[string]bool{"database": o.dbURL != "", "owner": o.owner != "", "all": o.all,
-		"force-data-loss": o.forceLoss, "purge": o.purge, "json": o.json}
 	goesWith := map[string]string{
 		"database":        "every verb but stop and help",
 		"owner":           "an import verb, export or restore",
@@ -226,10 +230,10 @@ func flagsGoWith(verb string, o options, allowed ...string) error {
 		"json":            "an import verb",
 	}
 	for _, name := range []string{"database", "owner", "all", "force-data-loss", "purge", "json"} {
-		if !given[name] || contains(allowed, name) {
+		if !o.given[name] || contains(allowed, name) {
 			continue
 		}
-		if name == "database" {
+		if name == "database" && verb == "stop" {
 			return usagef(verb, "%s works on the local server under %s/ only: it takes no -database", verb, localDir)
 		}
 		return usagef(verb, "-%s goes with %s, not %s", name, goesWith[name], verb)

@@ -140,6 +140,7 @@ func functionCalls(ctx context.Context, tx pgx.Tx) (map[uint32]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	out := map[uint32]int64{}
 	for rows.Next() {
 		var f uint32

@@ -68,20 +68,19 @@ BEGIN
             -- calls, so N calls in one message cost N lookups, not N squared.
             -- A candidate on this message's path (an earlier call of the same
             -- agent turn) is no re-run: the path's segments are read once and
-            -- each candidate's message compared with them, not walked again.
+            -- each candidate's message looked up against them (is_on_segments),
+            -- not walked again.
             SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_seg_branches, v_seg_depths
               FROM convo_private.path_segments(p_conversation_id, p_message_id) s;
             SELECT l.effect_id INTO v_repeats
               FROM convo.tool_effect_calls l
               JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
-              JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
              WHERE l.conversation_id = p_conversation_id
                AND (l.fork_point_id = v_fork OR (v_fork IS NULL AND l.fork_point_id IS NULL))
                AND (l.message_id < p_message_id OR l.message_id > p_message_id)
                AND e.tool_name = p_tool_name
                AND l.decision IN ('execute', 'reuse', 'confirm')
-               AND NOT EXISTS (SELECT 1 FROM unnest(v_seg_branches, v_seg_depths) AS s (branch_id, max_depth)
-                                WHERE s.branch_id = m.branch_id AND m.depth <= s.max_depth)
+               AND NOT convo_private.is_on_segments(p_conversation_id, l.message_id, v_seg_branches, v_seg_depths)
              ORDER BY l.decided_at DESC, l.tool_call_id DESC
              LIMIT 1;
             v_decision := CASE WHEN v_repeats IS NULL THEN 'execute' ELSE 'confirm' END;

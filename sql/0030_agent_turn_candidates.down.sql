@@ -1,0 +1,147 @@
+-- 0030_agent_turn_candidates down: reverses 0030_agent_turn_candidates.up.sql.
+
+-- Act as the owner role: a migrating role that is not a superuser becomes
+-- a member for this transaction only (it needs CREATEROLE for that).
+DO $$
+BEGIN
+    IF NOT pg_has_role(current_user, 'convo_owner', 'MEMBER') THEN
+        EXECUTE format('GRANT convo_owner TO %I', current_user);
+        PERFORM set_config('pgconvo.revoke_owner_after_migration', current_user, true);
+    END IF;
+END;
+$$;
+SELECT set_config('role', 'convo_owner', true);
+
+-- record_tool_call: writes one tool call's ledger decision, from
+-- write_messages, in the transaction that stores its tool_use part, before
+-- any request can leave, against the tool's latest version at that moment,
+-- which the call's row names (so the decision can be checked against it).
+-- An unregistered tool gets no row (effect_for_call answers CV007, even once
+-- it is registered); write_messages calls it for no import (those calls
+-- happened elsewhere). A new effect's first event is written with it
+-- (effect_event).
+--   replay:   a registered tool without effects: free to run again, no effect.
+--   rejected: the input fails the tool's frozen schema: a failed effect, 422.
+--   reuse:    an effect already has this call's scope key: the call is linked to it.
+--   confirm:  a re-run (same tool, same fork point, an earlier call on another
+--             branch) under a new key: held in awaiting_confirmation.
+--   execute:  a new pending effect under the scope key.
+CREATE OR REPLACE FUNCTION convo_private.record_tool_call(
+    p_conversation_id uuid,
+    p_message_id      uuid,
+    p_ordinal         int,
+    p_tool_call_id    text,
+    p_tool_name       text,
+    p_input           jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+-- Planned afresh for each call: a message of N calls grows the ledger
+-- within one statement, and a plan cached while the tables were nearly
+-- empty (a sequential scan) would make each call cost the calls before it.
+SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+    v_tool      convo.tools;
+    v_input     jsonb := p_input;
+    v_now       timestamptz := clock_timestamp();
+    v_errors    text[];
+    v_fork      uuid;
+    v_scope_key text;
+    v_effect    convo.tool_effects;
+    v_repeats   uuid;
+    v_seg_branches uuid[]; -- the segments of this message's path: each branch
+    v_seg_depths   int[];  -- and the deepest of it on the path
+    v_decision  text;
+    v_money     record;
+    v_id        uuid := gen_random_uuid();
+BEGIN
+    SELECT * INTO v_tool FROM convo.tools t WHERE t.name = p_tool_name ORDER BY t.version DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    v_fork := convo_private.call_fork_point(p_conversation_id, p_message_id);
+    v_errors := CASE WHEN v_tool.effectful THEN convo.args_errors(v_tool.args_schema, v_input) END;
+    IF NOT v_tool.effectful THEN
+        v_decision := 'replay';
+    ELSIF cardinality(v_errors) > 0 THEN
+        -- Rejected calls never deduplicate: the key is the call's own.
+        v_decision := 'rejected';
+        v_scope_key := convo_private.scope_key('rejected', p_conversation_id, p_tool_call_id, NULL, NULL, NULL);
+    ELSE
+        v_scope_key := convo_private.scope_key(v_tool.idempotency_scope, p_conversation_id, p_tool_call_id,
+                                               v_fork, v_tool.name, v_input);
+        SELECT * INTO v_effect FROM convo.tool_effects e
+         WHERE e.conversation_id = p_conversation_id AND e.scope_key = v_scope_key;
+        IF FOUND THEN
+            v_decision := 'reuse';
+        ELSE
+            -- Re-run candidates come from other messages at the same fork point
+            -- (the calls of this very message are on its path by definition):
+            -- two ranges of tool_effect_calls_fork_idx skip this message's
+            -- calls, so N calls in one message cost N lookups, not N squared.
+            -- A candidate on this message's path (an earlier call of the same
+            -- agent turn) is no re-run: the path's segments are read once and
+            -- each candidate's message compared with them, not walked again.
+            SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_seg_branches, v_seg_depths
+              FROM convo_private.path_segments(p_conversation_id, p_message_id) s;
+            SELECT l.effect_id INTO v_repeats
+              FROM convo.tool_effect_calls l
+              JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+              JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
+             WHERE l.conversation_id = p_conversation_id
+               AND (l.fork_point_id = v_fork OR (v_fork IS NULL AND l.fork_point_id IS NULL))
+               AND (l.message_id < p_message_id OR l.message_id > p_message_id)
+               AND e.tool_name = p_tool_name
+               AND l.decision IN ('execute', 'reuse', 'confirm')
+               AND NOT EXISTS (SELECT 1 FROM unnest(v_seg_branches, v_seg_depths) AS s (branch_id, max_depth)
+                                WHERE s.branch_id = m.branch_id AND m.depth <= s.max_depth)
+             ORDER BY l.decided_at DESC, l.tool_call_id DESC
+             LIMIT 1;
+            v_decision := CASE WHEN v_repeats IS NULL THEN 'execute' ELSE 'confirm' END;
+        END IF;
+    END IF;
+
+    IF v_decision NOT IN ('reuse', 'replay') THEN
+        SELECT * INTO v_money FROM convo_private.effect_money(v_input, v_tool.amount_arg, v_tool.currency_arg);
+        INSERT INTO convo.tool_effects
+            (conversation_id, id, tool_name, tool_version, idempotency_key, scope_key, state, arguments,
+             amount_minor, currency, repeats_effect_id, requested_at, deadline_at, settled_at, http_status, error_code)
+        VALUES
+            (p_conversation_id, v_id, v_tool.name, v_tool.version, v_scope_key, v_scope_key,
+             CASE v_decision WHEN 'execute' THEN 'pending' WHEN 'confirm' THEN 'awaiting_confirmation' ELSE 'failed' END,
+             v_input, v_money.amount_minor, v_money.currency,
+             v_repeats, v_now,
+             v_now + v_tool.deadline,
+             CASE WHEN v_decision = 'rejected' THEN v_now END,
+             CASE WHEN v_decision = 'rejected' THEN 422 END,
+             CASE WHEN v_decision = 'rejected' THEN 'invalid_arguments' END)
+        RETURNING * INTO v_effect;
+        PERFORM convo_private.effect_event(p_conversation_id, v_effect.id, 'requested', v_effect.state, convo_private.caller(),
+                                           CASE WHEN v_decision = 'rejected'
+                                                THEN jsonb_build_object('errors', to_jsonb(v_errors)) ELSE '{}' END);
+    END IF;
+    INSERT INTO convo.tool_effect_calls
+        (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision, fork_point_id, tool_name, tool_version)
+    VALUES (p_conversation_id, p_tool_call_id, p_message_id, p_ordinal, v_effect.id, v_decision, v_fork,
+            v_tool.name, v_tool.version);
+END;
+$$;
+
+SELECT convo_private.apply_grants();
+
+DROP FUNCTION convo_private.is_on_segments;
+
+-- Reverse the table changes here, below the objects.
+
+SELECT convo_private.apply_grants();
+
+-- Back to the migrating role; give back a membership taken above.
+SELECT set_config('role', 'none', true);
+DO $$
+BEGIN
+    IF coalesce(current_setting('pgconvo.revoke_owner_after_migration', true), '') <> '' THEN
+        EXECUTE format('REVOKE convo_owner FROM %I', current_setting('pgconvo.revoke_owner_after_migration'));
+    END IF;
+END;
+$$;

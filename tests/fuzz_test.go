@@ -91,7 +91,7 @@ func decodeJSON(text string) (any, error) {
 }
 
 // partRuleViolation checks stored parts against the contract's part rules
-// (api-contract.md, "Message parts", and the README's Parts paragraph) for
+// (docs/guide.md, "Parts", and docs/api.md's append_message) for
 // a message of role under a parent whose tool_use ids are parentCalls, in a
 // conversation whose tool_use ids so far are usedIDs. It returns the first
 // rule broken, or "".

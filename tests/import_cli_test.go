@@ -23,7 +23,7 @@ import (
 )
 
 // Tests of the whole-export import (migrate import-chatgpt and
-// import-openwebui, import-mapping.md §6), run through the command against a
+// import-openwebui, docs/importing.md, "Importing a whole export"), run through the command against a
 // fresh database, as a login member of convo_app.
 
 var chatImports = chatImportsCorpus.path + "/"

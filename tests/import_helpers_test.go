@@ -19,7 +19,7 @@ import (
 
 // Helpers for the import tests (import_test.go): the sample files, a model
 // of what each says (computed from its JSON, by the rules of
-// import-mapping.md, never written by hand), and what the database holds.
+// docs/importing.md, "The rules", never written by hand), and what the database holds.
 
 // sampleDirs are the folders of real chat exports the import tests read:
 // ../shared/samples from the repository root (the tests run in tests/),

@@ -192,7 +192,7 @@ func runImportCases(t *testing.T, db, web *pgxpool.Pool, format string, base map
 	}
 }
 
-// TestImportChatGPTRefusals: the refusals of import-mapping.md §4.1 on
+// TestImportChatGPTRefusals: the refusals (docs/importing.md, "Input and refusals") on
 // mutations of a real export, each with its SQLSTATE, the node in DETAIL,
 // and every table unchanged; and the tolerated mutations, which import to
 // the tree their JSON says.
@@ -272,7 +272,7 @@ func TestImportChatGPTRefusals(t *testing.T) {
 	})
 }
 
-// TestImportOpenWebUIRefusals: the refusals of import-mapping.md §5 on
+// TestImportOpenWebUIRefusals: the refusals (docs/importing.md, "Open WebUI") on
 // mutations of the real chat, and the tolerated ones (an edited first
 // message is a second root; times in milliseconds; a chat row).
 func TestImportOpenWebUIRefusals(t *testing.T) {

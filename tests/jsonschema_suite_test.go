@@ -95,8 +95,8 @@ var suiteKnownDifferences = []suiteKnownDifference{
 	{"optional/ecmascript-regex.json", "\\d in pattern matches [0-9], not unicode digits", "non-ascii digits (BENGALI DIGIT FOUR, BENGALI DIGIT TWO)", "locale", true, reasonDigitClass},
 }
 
-// supportedSchemaKeywords is the subset (api-contract.md, "Tools, effects
-// and receipts"), annotations included.
+// supportedSchemaKeywords is the subset (docs/guide.md, "Registering a
+// tool"), annotations included.
 var supportedSchemaKeywords = map[string]bool{
 	"type": true, "properties": true, "required": true, "additionalProperties": true, "enum": true, "const": true,
 	"minLength": true, "maxLength": true, "pattern": true, "minimum": true, "maximum": true,

@@ -21,8 +21,8 @@ import (
 
 // TestModel is a model-based test: random sequences of
 // operations run against the database and against an in-memory model, in Go,
-// of what api-contract.md says (and, where the contract leaves a question
-// open, what the README's API section decides). Several conversations (with
+// of what the API promises (docs/api.md, and docs/guide.md where the
+// reference leaves a question open). Several conversations (with
 // and without a system prompt) live side by side; each retires after a
 // while and a new one takes its place. After every step the conversation
 // the step named (and any other it named) is read back in one batch and

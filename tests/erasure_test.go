@@ -357,3 +357,74 @@ func TestEraseOwnerWithNothingStored(t *testing.T) {
 	requireSlice(t, "rows", rows, []string{})
 	requireEqual(t, "recorded", queryRow[int64](t, db, `SELECT count(*) FROM convo.erasures WHERE owner_id = 'nobody-here'`), int64(1))
 }
+
+// TestEraseOwnerChecksTheCaller: a DBA's SECURITY DEFINER helper, owned by a
+// member of convo_admin and callable by the application, runs erase_owner
+// and erase_conversation with the admin's privileges but the caller's
+// owner checks (convo_private.caller: the application's login). A convo_app
+// login with owner alice set erases bob through it: CV011 (an owner the
+// session may not write for, as begin_receipt answers), where
+// erase_conversation of bob's conversation answers CV002, and nothing is
+// written. Alice's own erasure through it still works, recorded as the
+// application's; a DBA's direct call with no owner set still erases any
+// owner.
+func TestEraseOwnerChecksTheCaller(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	trustTools(t, db)
+	buildTenant(t, db, "alice")
+	bob := buildTenant(t, db, "bob")
+	web := loginAs(t, db, "convo_app") // before the helper: its grants go first
+
+	helper := "dba_helper_" + strings.ReplaceAll(newID()[:13], "-", "")
+	ident := pgx.Identifier{helper}.Sanitize()
+	mustExec(t, db, `CREATE ROLE `+ident+` NOLOGIN IN ROLE convo_admin`)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if _, err := db.Exec(ctx, `DROP OWNED BY `+ident); err != nil {
+			t.Errorf("dropping what %s owns: %v", helper, err)
+		}
+		if _, err := db.Exec(ctx, `DROP ROLE `+ident); err != nil {
+			t.Errorf("dropping role %s: %v", helper, err)
+		}
+	})
+	webRole := pgx.Identifier{web.Config().ConnConfig.User}.Sanitize()
+	for _, st := range []string{
+		`CREATE SCHEMA dba_tools AUTHORIZATION ` + ident,
+		`CREATE FUNCTION dba_tools.forget_owner(p_owner text) RETURNS SETOF text LANGUAGE sql SECURITY DEFINER
+		   SET search_path = pg_catalog, pg_temp
+		   AS $$ SELECT place || '=' || rows_redacted FROM convo.erase_owner(p_owner, 'asked by the user') $$`,
+		`CREATE FUNCTION dba_tools.forget_conversation(p_conversation uuid) RETURNS SETOF text LANGUAGE sql SECURITY DEFINER
+		   SET search_path = pg_catalog, pg_temp
+		   AS $$ SELECT place || '=' || rows_redacted FROM convo.erase_conversation(p_conversation, 'asked by the user') $$`,
+		`ALTER FUNCTION dba_tools.forget_owner(text) OWNER TO ` + ident,
+		`ALTER FUNCTION dba_tools.forget_conversation(uuid) OWNER TO ` + ident,
+		`REVOKE ALL ON FUNCTION dba_tools.forget_owner(text), dba_tools.forget_conversation(uuid) FROM PUBLIC`,
+		`GRANT USAGE ON SCHEMA dba_tools TO ` + webRole,
+		`GRANT EXECUTE ON FUNCTION dba_tools.forget_owner(text), dba_tools.forget_conversation(uuid) TO ` + webRole,
+	} {
+		mustExec(t, db, st)
+	}
+
+	before := fingerprint(t, db)
+	requireSQLState(t, asOwner(web, "alice", `SELECT * FROM dba_tools.forget_owner('bob')`), "CV011")
+	requireSQLState(t, asOwner(web, "alice", `SELECT * FROM dba_tools.forget_conversation($1)`, bob.conv), "CV002")
+	requireSQLState(t, asOwner(web, "", `SELECT * FROM dba_tools.forget_owner('alice')`), "CV011")
+	requireFingerprint(t, db, "the refused erasures through the helper", before)
+
+	if got := queryAsOwner(t, web, "alice", `SELECT * FROM dba_tools.forget_owner('alice')`); len(got) == 0 {
+		t.Fatal("alice's erasure through the helper redacted nothing")
+	}
+	requireEqual(t, "alice's erasures, by the application", queryRow[string](t, db, `
+		SELECT string_agg(DISTINCT erased_by, ',') FROM convo.erasures WHERE owner_id = 'alice'`), web.Config().ConnConfig.User)
+	requireEqual(t, "bob's erasures so far", queryRow[int64](t, db, `SELECT count(*) FROM convo.erasures WHERE owner_id = 'bob'`), int64(0))
+	requireEqual(t, "bob's texts still there", queryRow[int64](t, db, `SELECT count(*) FROM convo.message_parts
+		WHERE conversation_id = $1 AND body -> 'erased' IS NULL`, bob.conv) > 0, true)
+
+	admin := loginAs(t, db, "convo_admin")
+	if got := queryAsOwner(t, admin, "", `SELECT place FROM convo.erase_owner('bob', 'asked by the user')`); len(got) == 0 {
+		t.Fatal("the DBA's direct erasure of bob redacted nothing")
+	}
+	requireEqual(t, "bob's texts after the DBA's erasure", queryRow[int64](t, db, `SELECT count(*) FROM convo.message_parts
+		WHERE conversation_id = $1 AND body -> 'erased' IS NULL`, bob.conv), int64(0))
+}

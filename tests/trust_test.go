@@ -646,6 +646,31 @@ func TestSelfCheckFindsEachBreak(t *testing.T) {
 				VALUES ('%[1]s', (SELECT max(seq) + 1 FROM convo.conversation_head_log WHERE conversation_id = '%[1]s'), '%[2]s',
 				        (SELECT head_message_id FROM convo.conversations WHERE id = '%[1]s'), 'switch')`, n.conv, n.root)
 		}},
+		// A superuser in replica mode, which skips foreign keys, with the
+		// guard that stands in for them off: alice's head, then a parent,
+		// on a message of bob's conversation.
+		{"foreign_keys_hold", "convo.conversations (id, head_message_id) = (", "", func(n tenant) string {
+			return fmt.Sprintf(`SELECT convo.create_conversation('bob', 'Another owner.');
+				SET session_replication_role = replica;
+				ALTER TABLE convo.conversations DISABLE TRIGGER conversations_12_head_guard;
+				UPDATE convo.conversations SET head_message_id = (SELECT head_message_id FROM convo.conversations WHERE owner_id = 'bob')
+				 WHERE id = '%s';
+				ALTER TABLE convo.conversations ENABLE ALWAYS TRIGGER conversations_12_head_guard;
+				SET session_replication_role = origin`, n.conv)
+		}},
+		{"foreign_keys_hold", "convo.messages (conversation_id, parent_id) = (", "", func(n tenant) string {
+			return fmt.Sprintf(`SELECT convo.create_conversation('bob', 'Another owner.');
+				SET session_replication_role = replica;
+				ALTER TABLE convo.messages DISABLE TRIGGER messages_20_guard;
+				INSERT INTO convo.messages (conversation_id, id, parent_id, role, parts, depth, sibling_index, branch_id)
+				SELECT '%s', gen_random_uuid(), c.head_message_id, 'user', '[{"type": "text", "text": "grafted"}]', 1, 1, c.head_message_id
+				  FROM convo.conversations c WHERE c.owner_id = 'bob';
+				ALTER TABLE convo.messages ENABLE ALWAYS TRIGGER messages_20_guard;
+				SET session_replication_role = origin`, n.conv)
+		}},
+		{"views_security_barrier", "stale_generations", "", func(tenant) string {
+			return `ALTER VIEW convo.stale_generations RESET (security_barrier)`
+		}},
 		{"live_path_index", "live_path rows differ", "", func(n tenant) string {
 			return fmt.Sprintf(`UPDATE convo.live_path SET max_depth = max_depth + 1 WHERE conversation_id = '%s' AND min_depth = 0`, n.conv)
 		}},
@@ -755,12 +780,12 @@ func TestVerify(t *testing.T) {
 	db := stdlib.OpenDBFromPool(pool)
 	t.Cleanup(func() { db.Close() })
 	checks, err := migrator.Verify(context.Background(), db)
-	if err != nil || len(checks) < 12 {
+	if err != nil || len(checks) < 14 {
 		t.Fatalf("verify on a fresh database: %d checks, %v", len(checks), err)
 	}
 	mustExec(t, pool, `ALTER TABLE convo.conversation_head_log DISABLE TRIGGER conversation_head_log_10_no_forgery`)
 	checks, err = migrator.Verify(context.Background(), db)
-	if err == nil || !strings.Contains(err.Error(), "1 of 12 checks failed: [append_only_triggers]") || len(checks) != 12 {
+	if err == nil || !strings.Contains(err.Error(), "1 of 14 checks failed: [append_only_triggers]") || len(checks) != 14 {
 		t.Fatalf("verify after disabling a trigger: %d checks, %v", len(checks), err)
 	}
 }

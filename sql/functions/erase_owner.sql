@@ -1,7 +1,9 @@
 -- erase_owner: erase_conversation for every conversation of an owner, and
 -- the owner's receipts (request, arguments, expected values), in one
 -- transaction; each conversation's erasure and the receipts' are recorded
--- on their own. An owner with nothing stored is not an error. convo_admin's.
+-- on their own. An owner with nothing stored is not an error. convo_admin's;
+-- the caller (convo_private.caller, not a SECURITY DEFINER helper's owner)
+-- must be one that may write for the owner, else CV011.
 CREATE OR REPLACE FUNCTION convo.erase_owner(p_owner_id text, p_reason text)
 RETURNS TABLE (place text, rows_redacted bigint)
 LANGUAGE plpgsql
@@ -17,6 +19,17 @@ BEGIN
     IF length(p_owner_id) > convo_private.max_id_length() THEN
         RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
             USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
+    END IF;
+    -- The caller may erase only an owner it may write for (writes_owner:
+    -- every owner for convo_admin, else the one its session set), as
+    -- erase_conversation may erase only such a conversation; checked before
+    -- any lock is taken. CV011, as begin_receipt answers another owner.
+    IF NOT convo_private.writes_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'this session may not erase owner %', p_owner_id
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
+                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
+                  HINT = 'Erase as a member of convo_admin, or set convo.owner_id to the owner erased.';
     END IF;
     IF p_reason IS NULL OR btrim(p_reason) = '' THEN
         RAISE EXCEPTION 'p_reason is required: say why the content is erased'

@@ -10,7 +10,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_bad text[];
+    v_bad   text[];
+    v_found text[];
+    v_key   record;
 BEGIN
     -- Triggers: each of the package's present and ENABLE ALWAYS (so neither
     -- session_replication_role nor a plain ENABLE skips it), by what it
@@ -62,6 +64,42 @@ BEGIN
          WHERE l.previous_head_id IS DISTINCT FROM l.prev_head) x;
     RETURN QUERY SELECT 'heads_match_log', v_bad IS NULL,
                         coalesce(array_to_string(v_bad[1:10], '; '), 'every head is its last logged move');
+
+    -- Every foreign key of the package holds on every row: a head, a
+    -- head-log row, a parent, a generation's prompt names a message of its
+    -- own conversation, an effect its tool version, and so on. A session in
+    -- session_replication_role = replica skips foreign-key checks (the
+    -- guards, ENABLE ALWAYS, still run), as does a superuser's DISABLE
+    -- TRIGGER ALL: a row that got past shows here. One anti-join a key, read
+    -- from the catalog, so a key added later is covered.
+    v_bad := NULL;
+    FOR v_key IN
+        SELECT con.conname, con.conrelid::regclass::text AS child, con.confrelid::regclass::text AS parent,
+               string_agg(quote_ident(ca.attname), ', ' ORDER BY k.n) AS child_cols,
+               string_agg(quote_ident(pa.attname), ', ' ORDER BY k.n) AS parent_cols,
+               string_agg('c.' || quote_ident(ca.attname), ', ' ORDER BY k.n) AS c_cols,
+               string_agg('p.' || quote_ident(pa.attname), ', ' ORDER BY k.n) AS p_cols
+          FROM pg_constraint con
+         CROSS JOIN LATERAL unnest(con.conkey, con.confkey) WITH ORDINALITY AS k (child_att, parent_att, n)
+          JOIN pg_attribute ca ON ca.attrelid = con.conrelid AND ca.attnum = k.child_att
+          JOIN pg_attribute pa ON pa.attrelid = con.confrelid AND pa.attnum = k.parent_att
+         WHERE con.contype = 'f' AND con.connamespace = 'convo'::regnamespace
+         GROUP BY con.oid, con.conname, con.conrelid, con.confrelid
+         ORDER BY 2, 1
+    LOOP
+        -- A key with a NULL column references nothing (MATCH SIMPLE).
+        EXECUTE format('SELECT array_agg(%L || '' = '' || x.k || '' names no row of '' || %L ORDER BY x.k)
+                          FROM (SELECT ROW(%s)::text AS k FROM %s c
+                                 WHERE ROW(%s) IS NOT NULL
+                                   AND NOT EXISTS (SELECT 1 FROM %s p WHERE (%s) = (%s))
+                                 ORDER BY 1 LIMIT 10) x',
+                       v_key.child || ' (' || v_key.child_cols || ')', v_key.parent || ' (' || v_key.parent_cols || ')',
+                       v_key.c_cols, v_key.child, v_key.c_cols, v_key.parent, v_key.p_cols, v_key.c_cols)
+           INTO v_found;
+        v_bad := v_bad || v_found;
+    END LOOP;
+    RETURN QUERY SELECT 'foreign_keys_hold', v_bad IS NULL,
+                        coalesce(array_to_string(v_bad[1:10], '; '), 'every reference names its row');
 
     -- The live-path index (convo.live_path, what path reads) holds exactly
     -- the segments of the path from the root to each head (each branch it
@@ -155,6 +193,26 @@ BEGIN
     RETURN QUERY SELECT 'row_level_security', v_bad IS NULL,
                         coalesce('not enabled on ' || array_to_string(v_bad, ', '),
                                  'enabled on every owner-scoped table');
+
+    -- Every view a role other than its owner may read keeps the reader's
+    -- conditions above its own (security_barrier) or reads with the
+    -- reader's rights, under row-level security (security_invoker): a view
+    -- that runs as its owner and filters by owner in its WHERE clause would
+    -- otherwise let a caller's cheap function (any role may create one in
+    -- pg_temp) run below that filter, on every owner's rows.
+    SELECT array_agg(c.relname::text ORDER BY c.relname) INTO v_bad
+      FROM pg_class c
+     WHERE c.relnamespace = 'convo'::regnamespace AND c.relkind = 'v'
+       AND (EXISTS (SELECT 1 FROM aclexplode(c.relacl) a
+                     WHERE a.grantee <> c.relowner AND a.privilege_type = 'SELECT')
+            OR EXISTS (SELECT 1 FROM pg_attribute att CROSS JOIN LATERAL aclexplode(att.attacl) a
+                        WHERE att.attrelid = c.oid AND a.grantee <> c.relowner AND a.privilege_type = 'SELECT'))
+       AND NOT EXISTS (SELECT 1 FROM pg_options_to_table(c.reloptions) o
+                        WHERE o.option_name IN ('security_barrier', 'security_invoker') AND o.option_value::boolean);
+    RETURN QUERY SELECT 'views_security_barrier', v_bad IS NULL,
+                        coalesce('readable by other roles, neither security_barrier nor security_invoker: '
+                                 || array_to_string(v_bad, ', '),
+                                 'every view other roles read is a security barrier or reads with the reader''s rights');
 
     -- Privileges exactly as documented: nothing for PUBLIC, nothing on a table
     -- for convo_app, nothing at all on convo_private.

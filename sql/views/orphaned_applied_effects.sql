@@ -8,8 +8,11 @@
 -- else the login role, as convo_private.caller says, is a member of
 -- convo_reader), and walks the path in
 -- plain SQL (as path_segments does): a caller may use only pg_catalog's
--- functions through it, not the private schema's.
-CREATE OR REPLACE VIEW convo.orphaned_applied_effects AS
+-- functions through it, not the private schema's. security_barrier: the
+-- caller's own conditions run only on the rows the view returns, never
+-- below its owner filter (a cheap function of the caller's in a WHERE
+-- clause would otherwise be shown every owner's rows).
+CREATE OR REPLACE VIEW convo.orphaned_applied_effects WITH (security_barrier = true) AS
 SELECT e.conversation_id,
        e.id AS effect_id,
        e.tool_name,

@@ -1,7 +1,8 @@
 -- stale_generations: generations still streaming after
 -- generation_stale_after() (10 minutes): a worker died mid-stream. Filtered
--- by owner like orphaned_applied_effects.
-CREATE OR REPLACE VIEW convo.stale_generations AS
+-- by owner like orphaned_applied_effects, and a security_barrier like it:
+-- the caller's conditions run only on the rows it returns.
+CREATE OR REPLACE VIEW convo.stale_generations WITH (security_barrier = true) AS
 SELECT g.conversation_id,
        g.id AS generation_id,
        g.model,

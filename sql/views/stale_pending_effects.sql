@@ -2,8 +2,10 @@
 -- their deadline, with the key a sweeper re-sends (or looks up) under. A
 -- pending effect is "unknown", never "not done": it is not failed
 -- automatically, only settled on evidence. Filtered by owner like
--- orphaned_applied_effects: the caller's, or every owner for convo_reader.
-CREATE OR REPLACE VIEW convo.stale_pending_effects AS
+-- orphaned_applied_effects: the caller's, or every owner for convo_reader;
+-- a security_barrier like it, so the caller's conditions run only on the
+-- rows it returns.
+CREATE OR REPLACE VIEW convo.stale_pending_effects WITH (security_barrier = true) AS
 SELECT e.conversation_id,
        e.id AS effect_id,
        e.tool_name,

@@ -19,6 +19,7 @@ BEGIN ATOMIC
       FROM (VALUES
         ('conversations', 'conversations_10_guard', 'head_log'),
         ('conversations', 'conversations_11_new_guard', 'head_log'),
+        ('conversations', 'conversations_12_head_guard', 'head_log'),
         ('conversations', 'conversations_20_log_direct', 'head_log'),
         ('conversations', 'conversations_21_log_direct_change', 'head_log'),
         ('conversations', 'conversations_90_no_delete', 'append_only'),

@@ -1,9 +1,10 @@
 -- generations_transition: a generation starts streaming and ends once:
 -- streaming to completed, failed or cancelled, and an ended generation never
 -- changes; its identity (prompt, model, params, digest, start) never changes
--- at all, and its answer is an assistant child of its prompt. CV006. It
--- guards every write outside pgconvo's code (whose entries, and erasure,
--- write only such rows).
+-- at all, and its answer is an assistant child of its prompt. CV006. A new
+-- one's prompt and starting head are messages of its conversation (CV003,
+-- CV002). It guards every write outside pgconvo's code (whose entries, and
+-- erasure, write only such rows).
 CREATE OR REPLACE FUNCTION convo_private.generations_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -15,6 +16,16 @@ BEGIN
         IF NEW.state <> 'streaming' THEN
             RAISE EXCEPTION 'a generation starts streaming, not %', NEW.state
                 USING ERRCODE = 'CV006', DETAIL = format('generation %s', NEW.id);
+        END IF;
+        -- Its prompt and the head it began at are messages of its own
+        -- conversation (message_ref: CV003 or CV002), in replica mode too,
+        -- which skips the foreign keys that say so. A NULL prompt is left
+        -- to its NOT NULL.
+        IF NEW.prompt_message_id IS NOT NULL THEN
+            PERFORM convo_private.message_ref(NEW.conversation_id, NEW.prompt_message_id);
+        END IF;
+        IF NEW.head_at_begin IS NOT NULL THEN
+            PERFORM convo_private.message_ref(NEW.conversation_id, NEW.head_at_begin);
         END IF;
         RETURN NEW;
     END IF;

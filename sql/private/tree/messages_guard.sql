@@ -1,14 +1,21 @@
 -- messages_guard: a message inserted outside pgconvo's code (a DBA's
--- repair, as a superuser) must be one write_messages could have written:
--- in a conversation the writer may write for, under its lock (so it
--- serializes with the API), with the depth, sibling position and branch the
--- tree gives it, no import, a time neither before its parent's nor after
--- now, well-formed parts (part_problem), and none addressed by key (a tool
--- call, result or attachment needs its keyed row and its ledger decision:
--- write those through the API). It computes nothing; it refuses.
+-- repair, as a superuser or a role granted INSERT) must be one
+-- write_messages could have written: in a conversation the writer may write
+-- for, under its lock (so it serializes with the API), with the depth,
+-- sibling position and branch the tree gives it, no import, a time neither
+-- before its parent's nor after now, well-formed parts (part_problem), and
+-- none addressed by key (a tool call, result or attachment needs its keyed
+-- row and its ledger decision: write those through the API). It computes
+-- nothing; it refuses. Its parent is a message of its conversation
+-- (message_ref: CV003 or CV002) in replica mode too, which skips the
+-- foreign key. SECURITY DEFINER, so that a role granted INSERT meets these
+-- rules rather than a missing privilege on pgconvo's functions; the owner
+-- checks read the caller from the session (convo_private.caller), not
+-- current_user.
 CREATE OR REPLACE FUNCTION convo_private.messages_guard()
 RETURNS trigger
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE

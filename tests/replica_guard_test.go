@@ -64,12 +64,13 @@ func repairLogin(t testing.TB, db *pgxpool.Pool) *pgx.Conn {
 // foreign-key check) tries to make a row of alice's conversation name a
 // message of bob's, of alice's other conversation, or of none: the head,
 // a head-log row, a message's parent, a live-path row, a generation's
-// prompt, head at its start or answer, a new conversation's head. Each is
-// refused: the head, a parent and a generation's prompt or head by the
-// tree's own rule (CV003 for a message of another conversation the session
-// sees, alice's; CV002 for one it does not see, bob's, or none), the
-// history tables as forgeries (CV005), a generation's answer by its state
-// machine (CV006). Nothing is written, alice's path stays, self_check stays
+// prompt, head at its start, answer or import, a new conversation's head.
+// Each is refused: the head, a parent and a generation's prompt or head by
+// the tree's own rule (CV003 for a message of another conversation the
+// session sees, alice's; CV002 for one it does not see, bob's, or none), the
+// history tables as forgeries (CV005), a generation's answer or a changed
+// import by its state machine (CV006), a new one's import as no row the API
+// writes (CV011, as for a message). Nothing is written, alice's path stays, self_check stays
 // clean; a repair within the rule (the head to a message of its own
 // conversation) still goes through.
 func TestReplicaModeKeepsReferencesInTheirConversation(t *testing.T) {
@@ -113,6 +114,12 @@ func TestReplicaModeKeepsReferencesInTheirConversation(t *testing.T) {
 		{"a generation begun at a head in alice's other conversation", fmt.Sprintf(`INSERT INTO convo.generations
 			(conversation_id, id, prompt_message_id, head_at_begin, model) VALUES ('%s', gen_random_uuid(), '%s', '%s', 'm')`,
 			alice.conv, alice.user, otherMsg), "CV003"},
+		{"a generation passed off as restored, by an import that does not exist", fmt.Sprintf(`INSERT INTO convo.generations
+			(conversation_id, id, prompt_message_id, head_at_begin, model, import_id)
+			VALUES ('%s', gen_random_uuid(), '%s', NULL, 'm', gen_random_uuid())`, alice.conv, alice.user), "CV011"},
+		{"a generation given an import as it ends", fmt.Sprintf(`UPDATE convo.generations
+			SET state = 'cancelled', finished_at = clock_timestamp(), import_id = gen_random_uuid() WHERE id = '%s'`,
+			alice.gen), "CV006"},
 		{"a generation answered by bob's message", fmt.Sprintf(`UPDATE convo.generations
 			SET state = 'completed', message_id = '%s', usage = '{}', finished_at = clock_timestamp() WHERE id = '%s'`,
 			bob.answer, alice.gen), "CV006"},

@@ -1,10 +1,11 @@
 -- generations_transition: a generation starts streaming and ends once:
--- streaming to completed, failed or cancelled, and an ended generation never
--- changes; its identity (prompt, model, params, digest, start) never changes
--- at all, and its answer is an assistant child of its prompt. CV006. A new
--- one's prompt and starting head are messages of its conversation (CV003,
--- CV002). It guards every write outside pgconvo's code (whose entries, and
--- erasure, write only such rows).
+-- streaming to completed, failed or cancelled, and an ended generation
+-- never changes; its identity (prompt, model, params, digest, start) never
+-- changes at all, nor does its import, and its answer is an assistant child
+-- of its prompt. CV006. A new one's prompt and starting head are messages
+-- of its conversation (CV003, CV002), and it names no import (CV011). It
+-- guards every write outside pgconvo's code (whose entries, and erasure,
+-- write only such rows).
 CREATE OR REPLACE FUNCTION convo_private.generations_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -27,14 +28,20 @@ BEGIN
         IF NEW.head_at_begin IS NOT NULL THEN
             PERFORM convo_private.message_ref(NEW.conversation_id, NEW.head_at_begin);
         END IF;
+        -- A restored row comes only from import_conversation, pgconvo's.
+        IF NEW.import_id IS NOT NULL THEN
+            RAISE EXCEPTION 'a generation written outside the API is not restored from an import'
+                USING ERRCODE = 'CV011', DETAIL = format('generation %s, import %s', NEW.id, NEW.import_id),
+                      HINT = 'Restore generations with convo.import_conversation.';
+        END IF;
         RETURN NEW;
     END IF;
     IF (NEW.conversation_id, NEW.id, NEW.prompt_message_id, NEW.head_at_begin, NEW.model, NEW.params::text,
-        NEW.request_digest, NEW.started_at)
+        NEW.request_digest, NEW.started_at, NEW.import_id)
        IS DISTINCT FROM
        (OLD.conversation_id, OLD.id, OLD.prompt_message_id, OLD.head_at_begin, OLD.model, OLD.params::text,
-        OLD.request_digest, OLD.started_at) THEN
-        RAISE EXCEPTION 'a generation''s prompt, model, params, digest and start never change'
+        OLD.request_digest, OLD.started_at, OLD.import_id) THEN
+        RAISE EXCEPTION 'a generation''s prompt, model, params, digest, start and import never change'
             USING ERRCODE = 'CV006', DETAIL = format('generation %s', OLD.id);
     END IF;
     IF to_jsonb(NEW)::text <> to_jsonb(OLD)::text AND NOT (OLD.state = 'streaming' AND NEW.state IN ('completed', 'failed', 'cancelled')) THEN

@@ -1,7 +1,8 @@
 -- self_check: every invariant a DBA can verify on a live database, one row
 -- per check, ok or not with the offenders (the first 10) in detail. It reads
--- every row of the package once per check: run it from a maintenance job or
--- `migrate verify`, not from a request.
+-- every row of the package once per check (foreign_keys_hold: each table once
+-- per foreign key it holds): run it from a maintenance job or `migrate
+-- verify`, not from a request.
 CREATE OR REPLACE FUNCTION convo.self_check()
 RETURNS TABLE (check_name text, ok boolean, detail text)
 LANGUAGE plpgsql

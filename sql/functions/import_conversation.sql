@@ -214,7 +214,9 @@ BEGIN
 
         -- Effects as they stand (their event chains were checked above). The
         -- scope key is computed here (scope_key, this database's secret)
-        -- from the creating call's input, unless erasure left none; the
+        -- from the creating call's input, unless erasure left none, in the
+        -- key epoch of the effect (the document's erasures by its
+        -- requested_at, counted in one pass in time order); the
         -- idempotency key is the document's, which may have been sent,
         -- except where nothing was sent (awaiting confirmation, rejected),
         -- where it is the scope key.
@@ -223,11 +225,22 @@ BEGIN
           FROM jsonb_array_elements(p_export -> 'effects') j (elem)
           LEFT JOIN (SELECT k.effect_id, k.decision,
                             convo_private.scope_key(CASE WHEN k.decision = 'rejected' THEN 'rejected' ELSE t.idempotency_scope END,
-                                                    v_id, k.tool_call_id, k.fork_point_id, k.tool_name, m.parts -> k.ordinal -> 'input')
+                                                    v_id, k.tool_call_id, k.fork_point_id, k.tool_name, m.parts -> k.ordinal -> 'input',
+                                                    coalesce(ep.epoch, 0))
                                 AS scope_key
                        FROM jsonb_populate_recordset(NULL::convo.tool_effect_calls, p_export -> 'tool_calls') k
                        JOIN jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m ON m.id = k.message_id
                        JOIN convo.tools t ON t.name = k.tool_name AND t.version = k.tool_version
+                       LEFT JOIN (SELECT x.id, x.epoch
+                                    FROM (SELECT x.id, x.erasure,
+                                                 (count(*) FILTER (WHERE x.erasure)
+                                                      OVER (ORDER BY x.at, NOT x.erasure ROWS UNBOUNDED PRECEDING))::int AS epoch
+                                            FROM (SELECT true AS erasure, NULL::text AS id, (r.elem ->> 'erased_at')::timestamptz AS at
+                                                    FROM jsonb_array_elements(p_export -> 'erasures') r (elem)
+                                                  UNION ALL
+                                                  SELECT false, f.elem ->> 'id', (f.elem ->> 'requested_at')::timestamptz
+                                                    FROM jsonb_array_elements(p_export -> 'effects') f (elem)) x) x
+                                   WHERE NOT x.erasure) ep ON ep.id = k.effect_id::text
                       WHERE k.decision IN ('execute', 'confirm', 'rejected')
                         AND (m.parts -> k.ordinal)::text <> convo_private.redact_part(m.parts -> k.ordinal)::text) q
             ON q.effect_id::text = j.elem ->> 'id'

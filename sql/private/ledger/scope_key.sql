@@ -12,14 +12,20 @@ CREATE OR REPLACE FUNCTION convo_private.scope_key(
     p_tool_call_id    text,
     p_fork            uuid,
     p_tool_name       text,
-    p_input           jsonb)
+    p_input           jsonb,
+    p_epoch           int)
 RETURNS text
 LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF p_epoch IS NULL OR p_epoch < 0 THEN
+        RAISE EXCEPTION 'a key epoch is a count of erasures, not %', coalesce(p_epoch::text, 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
     RETURN p_scope || ':' || convo_private.keyed_digest(encode(sha256(convert_to(
+        CASE WHEN p_epoch > 0 THEN 'epoch ' || p_epoch || '|' ELSE '' END ||
         CASE p_scope
             WHEN 'tool_call' THEN p_conversation_id || '|' || p_tool_call_id
             WHEN 'rejected' THEN p_conversation_id || '|' || p_tool_call_id

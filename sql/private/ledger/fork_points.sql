@@ -1,0 +1,31 @@
+-- fork_points: the fork point of every message of one conversation, as
+-- fork_point_of gives it for each (the parent of the nearest person's turn
+-- at or above it; NULL for the conversation), computed in one walk down the
+-- tree: a message's is its parent's unless it is a person's turn itself.
+-- ledger_problems checks each recorded fork point against it without
+-- trusting any: a walk up from each call would cost an agent turn of k
+-- calls k times its length. Each step looks the children up by key
+-- (messages_sibling_key); PL/pgSQL, so its plan is cached.
+CREATE OR REPLACE FUNCTION convo_private.fork_points(p_conversation_id uuid)
+RETURNS TABLE (message_id uuid, fork uuid)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE walk (id, fork) AS (
+        SELECT m.id, NULL::uuid
+          FROM convo.messages m
+         WHERE m.conversation_id = p_conversation_id AND m.parent_id IS NULL
+        UNION ALL
+        SELECT m.id,
+               CASE WHEN m.role = 'user' AND EXISTS (SELECT 1 FROM jsonb_array_elements(m.parts) e (part)
+                                                      WHERE e.part ->> 'type' IS DISTINCT FROM 'tool_result')
+                    THEN m.parent_id ELSE w.fork END
+          FROM walk w
+          JOIN convo.messages m ON m.conversation_id = p_conversation_id AND m.parent_id = w.id
+    )
+    SELECT w.id, w.fork FROM walk w;
+END;
+$$;

@@ -323,11 +323,21 @@ BEGIN
                LATERAL jsonb_populate_record(NULL::convo.generations,
                                              j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import)) r;
 
+        -- The record of earlier erasures, recorded by this transaction
+        -- (before the effects, whose key epochs count them).
+        INSERT INTO convo.erasures (owner_id, id, conversation_id, reason, erased_by, erased_at, import_id)
+        SELECT r.owner_id, r.id, v_id, r.reason, r.erased_by, r.erased_at, v_import
+          FROM jsonb_populate_recordset(NULL::convo.erasures, p_export -> 'erasures') r;
+        INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted)
+        SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted
+          FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
+               LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
+
         -- Effects as they stand (their event chains were checked above). The
         -- scope key is computed here (scope_key, this database's secret)
         -- from the creating call's input, unless erasure left none, in the
-        -- key epoch of the effect (the document's erasures by its
-        -- requested_at, counted in one pass in time order); the
+        -- effect's key epoch (key_epoch: the document's erasures, written
+        -- above, by its requested_at); the
         -- idempotency key is the document's, which may have been sent,
         -- except where nothing was sent (awaiting confirmation, rejected),
         -- where it is the scope key.
@@ -337,21 +347,12 @@ BEGIN
           LEFT JOIN (SELECT k.effect_id, k.decision,
                             convo_private.scope_key(CASE WHEN k.decision = 'rejected' THEN 'rejected' ELSE t.idempotency_scope END,
                                                     v_id, k.tool_call_id, k.fork_point_id, k.tool_name, m.parts -> k.ordinal -> 'input',
-                                                    coalesce(ep.epoch, 0))
+                                                    convo_private.key_epoch(v_id, e.requested_at))
                                 AS scope_key
                        FROM jsonb_populate_recordset(NULL::convo.tool_effect_calls, p_export -> 'tool_calls') k
                        JOIN jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m ON m.id = k.message_id
                        JOIN convo.tools t ON t.name = k.tool_name AND t.version = k.tool_version
-                       LEFT JOIN (SELECT x.id, x.epoch
-                                    FROM (SELECT x.id, x.erasure,
-                                                 (count(*) FILTER (WHERE x.erasure)
-                                                      OVER (ORDER BY x.at, NOT x.erasure ROWS UNBOUNDED PRECEDING))::int AS epoch
-                                            FROM (SELECT true AS erasure, NULL::text AS id, (r.elem ->> 'erased_at')::timestamptz AS at
-                                                    FROM jsonb_array_elements(p_export -> 'erasures') r (elem)
-                                                  UNION ALL
-                                                  SELECT false, f.elem ->> 'id', (f.elem ->> 'requested_at')::timestamptz
-                                                    FROM jsonb_array_elements(p_export -> 'effects') f (elem)) x) x
-                                   WHERE NOT x.erasure) ep ON ep.id = k.effect_id::text
+                       JOIN jsonb_populate_recordset(NULL::convo.tool_effects, p_export -> 'effects') e ON e.id = k.effect_id
                       WHERE k.decision IN ('execute', 'confirm', 'rejected')
                         AND (m.parts -> k.ordinal)::text <> convo_private.redact_part(m.parts -> k.ordinal)::text) q
             ON q.effect_id::text = j.elem ->> 'id'
@@ -372,15 +373,6 @@ BEGIN
         SELECT v_id, row_number() OVER (ORDER BY v.seq), v.effect_id, v.from_state, v.to_state, v.actor, v.evidence, v.at,
                v.seq, v_import
           FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events') v;
-
-        -- The record of earlier erasures, recorded by this transaction.
-        INSERT INTO convo.erasures (owner_id, id, conversation_id, reason, erased_by, erased_at, import_id)
-        SELECT r.owner_id, r.id, v_id, r.reason, r.erased_by, r.erased_at, v_import
-          FROM jsonb_populate_recordset(NULL::convo.erasures, p_export -> 'erasures') r;
-        INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted)
-        SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted
-          FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
-               LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
 
         -- The ledger is one the API could have written (ledger_problems):
         -- decisions that follow from the tool versions, links within a
@@ -437,7 +429,10 @@ COMMENT ON FUNCTION convo.import_conversation(text, jsonb) IS
 -- ledger_problems checks each recorded fork point against it without
 -- trusting any: a walk up from each call would cost an agent turn of k
 -- calls k times its length. Each step looks the children up by key
--- (messages_sibling_key); PL/pgSQL, so its plan is cached.
+-- (messages_sibling_key): a subquery the planner keeps (OFFSET 0), since
+-- a join let it scan the conversation once for each step (a hash join
+-- planned for a work table of a few rows): quadratic. PL/pgSQL, so its plan
+-- is cached.
 CREATE OR REPLACE FUNCTION convo_private.fork_points(p_conversation_id uuid)
 RETURNS TABLE (message_id uuid, fork uuid)
 LANGUAGE plpgsql
@@ -456,7 +451,9 @@ BEGIN
                                                       WHERE e.part ->> 'type' IS DISTINCT FROM 'tool_result')
                     THEN m.parent_id ELSE w.fork END
           FROM walk w
-          JOIN convo.messages m ON m.conversation_id = p_conversation_id AND m.parent_id = w.id
+         CROSS JOIN LATERAL (SELECT c.id, c.parent_id, c.role, c.parts FROM convo.messages c
+                              WHERE c.conversation_id = p_conversation_id AND c.parent_id = w.id
+                             OFFSET 0) m
     )
     SELECT w.id, w.fork FROM walk w;
 END;
@@ -480,10 +477,8 @@ $$;
 --   currency other than the registration reads from them (effect_money), a
 --   scope key other than scope_key computes, a verdict of the schema other
 --   than args_errors gives.
--- A key is computed in its key epoch (scope_key): an effect's erasures
--- recorded by its requested_at, a reusing call's by its decided_at, counted
--- in one pass over the conversation's erasures, calls and effects in time
--- order.
+-- A key is computed in its key epoch (key_epoch): an effect's at its
+-- requested_at, a reusing call's at its decided_at.
 -- Content erased since (a part that is exactly its redaction) is not
 -- compared: only its shape is left. self_check reports these for the whole
 -- database, so a forgery by a superuser's hand is found too;
@@ -523,23 +518,6 @@ BEGIN
           JOIN calls c ON c.conversation_id = e.conversation_id AND c.effect_id = e.id
                       AND c.decision IN ('execute', 'confirm', 'rejected')
          WHERE p_conversation_id IS NULL OR e.conversation_id = p_conversation_id),
-    -- The key epoch of each key computed below: the erasures before it.
-    epochs AS MATERIALIZED (
-        SELECT x.kind, x.conversation_id, x.key, x.epoch
-          FROM (SELECT x.*, (count(*) FILTER (WHERE x.kind = 'erasure')
-                                 OVER (PARTITION BY x.conversation_id ORDER BY x.at, x.kind <> 'erasure'
-                                       ROWS UNBOUNDED PRECEDING))::int AS epoch
-                  FROM (SELECT 'erasure' AS kind, r.conversation_id, NULL::text AS key, r.erased_at AS at
-                          FROM convo.erasures r
-                         WHERE r.conversation_id IS NOT NULL
-                           AND (p_conversation_id IS NULL OR r.conversation_id = p_conversation_id)
-                        UNION ALL
-                        SELECT 'call', c.conversation_id, c.tool_call_id, c.decided_at
-                          FROM calls c WHERE c.decision = 'reuse' AND NOT c.erased
-                        UNION ALL
-                        SELECT 'effect', e.conversation_id, e.id::text, e.requested_at
-                          FROM effects e WHERE NOT e.by_erased) x) x
-         WHERE x.kind <> 'erasure'),
     forks AS MATERIALIZED (
         SELECT v.conversation_id, f.message_id, f.fork
           FROM (SELECT DISTINCT c.conversation_id FROM calls c) v
@@ -567,14 +545,13 @@ BEGIN
            format('reuses effect %s, whose scope key is not the one the call computes (%s)', c.effect_id, c.scope)
       FROM calls c
       JOIN convo.tool_effects e ON e.conversation_id = c.conversation_id AND e.id = c.effect_id
-      JOIN epochs k ON k.kind = 'call' AND k.conversation_id = c.conversation_id AND k.key = c.tool_call_id
      WHERE c.decision = 'reuse' AND NOT c.erased
        AND e.scope_key IS DISTINCT FROM convo_private.scope_key(c.scope, c.conversation_id, c.tool_call_id,
-                                                                c.fork_point_id, c.tool_name, c.input, coalesce(k.epoch, 0))
+                                                                c.fork_point_id, c.tool_name, c.input,
+                                                                convo_private.key_epoch(c.conversation_id, c.decided_at))
     UNION ALL
     SELECT e.conversation_id, 'effect ' || e.id, x.problem
       FROM effects e
-      LEFT JOIN epochs k ON k.kind = 'effect' AND k.conversation_id = e.conversation_id AND k.key = e.id::text
      CROSS JOIN LATERAL convo_private.effect_money(e.arguments, e.amount_arg, e.currency_arg) m
      CROSS JOIN LATERAL (VALUES
         (CASE WHEN (e.by_tool, e.by_version) IS DISTINCT FROM (e.tool_name, e.tool_version)
@@ -609,7 +586,8 @@ BEGIN
         (CASE WHEN NOT e.by_erased
                    AND e.scope_key IS DISTINCT FROM convo_private.scope_key(
                            CASE WHEN e.by_decision = 'rejected' THEN 'rejected' ELSE e.scope END,
-                           e.conversation_id, e.by_call, e.by_fork, e.tool_name, e.by_input, coalesce(k.epoch, 0))
+                           e.conversation_id, e.by_call, e.by_fork, e.tool_name, e.by_input,
+                           convo_private.key_epoch(e.conversation_id, e.requested_at))
               THEN format('scope key is not the one its call %s computes', e.by_call) END),
         (CASE WHEN NOT e.by_erased AND e.effectful
                    AND (e.by_decision = 'rejected') <> (cardinality(convo.args_errors(e.args_schema, e.by_input)) > 0)

@@ -5,7 +5,10 @@
 -- ledger_problems checks each recorded fork point against it without
 -- trusting any: a walk up from each call would cost an agent turn of k
 -- calls k times its length. Each step looks the children up by key
--- (messages_sibling_key); PL/pgSQL, so its plan is cached.
+-- (messages_sibling_key): a subquery the planner keeps (OFFSET 0), since
+-- a join let it scan the conversation once for each step (a hash join
+-- planned for a work table of a few rows): quadratic. PL/pgSQL, so its plan
+-- is cached.
 CREATE OR REPLACE FUNCTION convo_private.fork_points(p_conversation_id uuid)
 RETURNS TABLE (message_id uuid, fork uuid)
 LANGUAGE plpgsql
@@ -24,7 +27,9 @@ BEGIN
                                                       WHERE e.part ->> 'type' IS DISTINCT FROM 'tool_result')
                     THEN m.parent_id ELSE w.fork END
           FROM walk w
-          JOIN convo.messages m ON m.conversation_id = p_conversation_id AND m.parent_id = w.id
+         CROSS JOIN LATERAL (SELECT c.id, c.parent_id, c.role, c.parts FROM convo.messages c
+                              WHERE c.conversation_id = p_conversation_id AND c.parent_id = w.id
+                             OFFSET 0) m
     )
     SELECT w.id, w.fork FROM walk w;
 END;

@@ -16,10 +16,8 @@
 --   currency other than the registration reads from them (effect_money), a
 --   scope key other than scope_key computes, a verdict of the schema other
 --   than args_errors gives.
--- A key is computed in its key epoch (scope_key): an effect's erasures
--- recorded by its requested_at, a reusing call's by its decided_at, counted
--- in one pass over the conversation's erasures, calls and effects in time
--- order.
+-- A key is computed in its key epoch (key_epoch): an effect's at its
+-- requested_at, a reusing call's at its decided_at.
 -- Content erased since (a part that is exactly its redaction) is not
 -- compared: only its shape is left. self_check reports these for the whole
 -- database, so a forgery by a superuser's hand is found too;
@@ -59,23 +57,6 @@ BEGIN
           JOIN calls c ON c.conversation_id = e.conversation_id AND c.effect_id = e.id
                       AND c.decision IN ('execute', 'confirm', 'rejected')
          WHERE p_conversation_id IS NULL OR e.conversation_id = p_conversation_id),
-    -- The key epoch of each key computed below: the erasures before it.
-    epochs AS MATERIALIZED (
-        SELECT x.kind, x.conversation_id, x.key, x.epoch
-          FROM (SELECT x.*, (count(*) FILTER (WHERE x.kind = 'erasure')
-                                 OVER (PARTITION BY x.conversation_id ORDER BY x.at, x.kind <> 'erasure'
-                                       ROWS UNBOUNDED PRECEDING))::int AS epoch
-                  FROM (SELECT 'erasure' AS kind, r.conversation_id, NULL::text AS key, r.erased_at AS at
-                          FROM convo.erasures r
-                         WHERE r.conversation_id IS NOT NULL
-                           AND (p_conversation_id IS NULL OR r.conversation_id = p_conversation_id)
-                        UNION ALL
-                        SELECT 'call', c.conversation_id, c.tool_call_id, c.decided_at
-                          FROM calls c WHERE c.decision = 'reuse' AND NOT c.erased
-                        UNION ALL
-                        SELECT 'effect', e.conversation_id, e.id::text, e.requested_at
-                          FROM effects e WHERE NOT e.by_erased) x) x
-         WHERE x.kind <> 'erasure'),
     forks AS MATERIALIZED (
         SELECT v.conversation_id, f.message_id, f.fork
           FROM (SELECT DISTINCT c.conversation_id FROM calls c) v
@@ -103,14 +84,13 @@ BEGIN
            format('reuses effect %s, whose scope key is not the one the call computes (%s)', c.effect_id, c.scope)
       FROM calls c
       JOIN convo.tool_effects e ON e.conversation_id = c.conversation_id AND e.id = c.effect_id
-      JOIN epochs k ON k.kind = 'call' AND k.conversation_id = c.conversation_id AND k.key = c.tool_call_id
      WHERE c.decision = 'reuse' AND NOT c.erased
        AND e.scope_key IS DISTINCT FROM convo_private.scope_key(c.scope, c.conversation_id, c.tool_call_id,
-                                                                c.fork_point_id, c.tool_name, c.input, coalesce(k.epoch, 0))
+                                                                c.fork_point_id, c.tool_name, c.input,
+                                                                convo_private.key_epoch(c.conversation_id, c.decided_at))
     UNION ALL
     SELECT e.conversation_id, 'effect ' || e.id, x.problem
       FROM effects e
-      LEFT JOIN epochs k ON k.kind = 'effect' AND k.conversation_id = e.conversation_id AND k.key = e.id::text
      CROSS JOIN LATERAL convo_private.effect_money(e.arguments, e.amount_arg, e.currency_arg) m
      CROSS JOIN LATERAL (VALUES
         (CASE WHEN (e.by_tool, e.by_version) IS DISTINCT FROM (e.tool_name, e.tool_version)
@@ -145,7 +125,8 @@ BEGIN
         (CASE WHEN NOT e.by_erased
                    AND e.scope_key IS DISTINCT FROM convo_private.scope_key(
                            CASE WHEN e.by_decision = 'rejected' THEN 'rejected' ELSE e.scope END,
-                           e.conversation_id, e.by_call, e.by_fork, e.tool_name, e.by_input, coalesce(k.epoch, 0))
+                           e.conversation_id, e.by_call, e.by_fork, e.tool_name, e.by_input,
+                           convo_private.key_epoch(e.conversation_id, e.requested_at))
               THEN format('scope key is not the one its call %s computes', e.by_call) END),
         (CASE WHEN NOT e.by_erased AND e.effectful
                    AND (e.by_decision = 'rejected') <> (cardinality(convo.args_errors(e.args_schema, e.by_input)) > 0)

@@ -107,7 +107,7 @@ END;
 $$;
 
 COMMENT ON FUNCTION convo.begin_receipt(text, text, text, jsonb) IS
-    'File a receipt (pending) before a route-initiated mutation; a repeat of the key returns the first row.';
+    'File a receipt (pending) before a route-initiated mutation; a repeat of the key returns the first row (CV009 once its request was erased).';
 
 -- import_conversation: restores an export (export_conversation's document,
 -- version 3, or version 2, read as version 3 with no title, not archived, no

@@ -86,4 +86,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION convo.begin_receipt(text, text, text, jsonb) IS
-    'File a receipt (pending) before a route-initiated mutation; a repeat of the key returns the first row.';
+    'File a receipt (pending) before a route-initiated mutation; a repeat of the key returns the first row (CV009 once its request was erased).';

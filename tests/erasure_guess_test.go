@@ -70,7 +70,7 @@ func callGuess(login *pgxpool.Pool, owner, conv, tool, callID, pin string) guess
 
 // TestErasedArgumentsAnswerNoGuess: a call of a tool deduplicated by its
 // arguments (conversation_args, fork_args) carries a PIN; the conversation
-// is erased. Then the application appends, for 200 guesses of the PIN (the
+// is erased (erase_conversation, or erase_owner for its owner). Then the application appends, for 200 guesses of the PIN (the
 // right one among them), a call with the guess and reads its decision, each
 // in a transaction rolled back: every guess gets the same answer, the right
 // one too (no reuse of the erased effect, no collision with its kept key).
@@ -78,8 +78,13 @@ func callGuess(login *pgxpool.Pool, owner, conv, tool, callID, pin string) guess
 // and a repeat of it with the same arguments is still deduplicated.
 func TestErasedArgumentsAnswerNoGuess(t *testing.T) {
 	t.Parallel()
-	for _, scope := range []string{"conversation_args", "fork_args"} {
-		t.Run(scope, func(t *testing.T) {
+	for _, c := range []struct{ scope, eraser, erase string }{
+		{"conversation_args", "erase_conversation", `SELECT * FROM convo.erase_conversation($1, 'asked by the customer')`},
+		{"fork_args", "erase_conversation", `SELECT * FROM convo.erase_conversation($1, 'asked by the customer')`},
+		{"conversation_args", "erase_owner", `SELECT * FROM convo.erase_owner((SELECT owner_id FROM convo.conversations WHERE id = $1), 'asked by the customer')`},
+	} {
+		scope := c.scope
+		t.Run(scope+" by "+c.eraser, func(t *testing.T) {
 			t.Parallel()
 			db := newDB(t)
 			tool := "check_pin_" + scope
@@ -89,7 +94,7 @@ func TestErasedArgumentsAnswerNoGuess(t *testing.T) {
 			appendMsg(t, db, conv, "assistant", effToolUses(effCall{ID: "call_pin", Name: tool, Input: map[string]any{"pin": "4821"}}))
 			erased := effForCall(t, db, conv, "call_pin")
 			requireEqual(t, "the first call", erased.Decision, "execute")
-			mustExec(t, loginAs(t, db, "convo_admin"), `SELECT * FROM convo.erase_conversation($1, 'asked by the customer')`, conv)
+			mustExec(t, loginAs(t, db, "convo_admin"), c.erase, conv)
 
 			app := loginAs(t, db, "convo_app")
 			before := fingerprint(t, db)

@@ -725,9 +725,14 @@ $$;
 -- conversation_args (conversation, tool, canonical input) or fork_args (the
 -- same and the fork point; NULL stands for the conversation); and a
 -- rejected call's own key ('rejected': the call itself, never shared). Keyed
--- (keyed_digest) so that it outlives an erasure of the input. The one rule:
--- record_tool_call decides by it, import_conversation keys a restored
--- effect by it, and ledger_problems checks stored keys against it.
+-- (keyed_digest) so that it outlives an erasure of the input. From the
+-- first erasure on, the key epoch (key_epoch: the conversation's erasures
+-- before the call) is part of the digested text, so no call after an erasure
+-- shares a key with one before it: a guess of erased arguments is never told
+-- from another guess (by a reuse, or a collision with the kept key). At
+-- epoch 0 the text is what it was before epochs, so no stored key changes.
+-- The one rule: record_tool_call decides by it, import_conversation keys a
+-- restored effect by it, and ledger_problems checks stored keys against it.
 CREATE OR REPLACE FUNCTION convo_private.scope_key(
     p_scope           text,
     p_conversation_id uuid,

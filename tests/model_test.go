@@ -836,7 +836,8 @@ func forkOf(m *mMsg) string {
 // unregistered tool gets none (effect_for_call: CV007), a tool without
 // effects replay, an input the frozen schema refuses rejected (a failed
 // effect, 422 invalid_arguments, never deduplicated); a scope key that
-// already has an effect reuse; a re-run (same tool, same fork point as an
+// already has an effect reuse, in the conversation's key epoch (its
+// erasures so far: no call after an erasure meets a key from before it); a re-run (same tool, same fork point as an
 // earlier executed, reused or confirmed call whose message is not m or an
 // ancestor of m) confirm under a new key; anything else execute.
 func (w *mWorker) decide(c *mConv, m *mMsg) {
@@ -865,14 +866,14 @@ func (w *mWorker) decide(c *mConv, m *mMsg) {
 				e.rejected, e.http, e.errCode = true, 422, "invalid_arguments"
 				break
 			}
-			var key string
+			key := fmt.Sprintf("epoch %d|", c.erasures)
 			switch scope {
 			case "tool_call":
-				key = "tool_call|" + call.id
+				key += "tool_call|" + call.id
 			case "conversation_args":
-				key = "conversation_args|" + p.tool + "|" + p.in.canon
+				key += "conversation_args|" + p.tool + "|" + p.in.canon
 			case "fork_args":
-				key = "fork_args|" + call.fork + "|" + p.tool + "|" + p.in.canon
+				key += "fork_args|" + call.fork + "|" + p.tool + "|" + p.in.canon
 			}
 			if e := c.byScope[key]; e != nil {
 				call.decision, call.effect = "reuse", e

@@ -154,7 +154,10 @@ func groups() []Group {
 		},
 		{
 			Title: "Erasure",
-			Intro: "The only path by which stored content changes: it keeps the shape and is recorded.",
+			Intro: "The only path by which stored content changes: it keeps the shape and is recorded. Afterwards " +
+				"nothing is deduplicated against the erased content: a later tool call's keys carry the conversation's " +
+				"key epoch (its erasures), so no guess of erased arguments is reused or collides, and a repeat of an " +
+				"erased receipt's key is `CV009` whatever its request (docs/erasure.md).",
 			Names: []string{"erase_conversation", "erase_owner"},
 		},
 		{

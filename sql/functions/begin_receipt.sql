@@ -1,8 +1,11 @@
 -- begin_receipt: the receipt row first, in pending, before the model fills
 -- any argument: one allowlisted tool, its version frozen here. A repeat with
 -- the same owner and key returns the first row (created = false); the same
--- key with another tool or request raises CV009. A convo_app session files
--- receipts only for the owner it set (CV011 otherwise).
+-- key with another tool or request raises CV009. A key whose receipt was
+-- erased (erase_owner, at or after its creation) raises CV009 for any
+-- request, in words that name no request: the kept digest is never compared
+-- with a guess. A convo_app session files receipts only for the owner it set
+-- (CV011 otherwise).
 CREATE OR REPLACE FUNCTION convo.begin_receipt(
     p_owner_id        text,
     p_idempotency_key text,
@@ -64,6 +67,14 @@ BEGIN
         SELECT * INTO v_receipt FROM convo.tool_receipts r
          WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;
     END IF;
+    IF EXISTS (SELECT 1 FROM convo.erasures r
+                WHERE r.owner_id = v_receipt.owner_id AND r.conversation_id IS NULL
+                  AND r.erased_at >= v_receipt.created_at) THEN
+        RAISE EXCEPTION 'idempotency key % belongs to an erased request; use a new key', p_idempotency_key
+            USING ERRCODE = 'CV009',
+                  DETAIL = format('receipt %s, owner %s, erased', v_receipt.id, p_owner_id),
+                  HINT = 'A receipt''s request is not compared with anything once erased: file the request again under a new key.';
+    END IF;
     IF v_receipt.tool_name <> p_tool_name OR v_receipt.request_digest <> v_digest THEN
         RAISE EXCEPTION 'idempotency key % is already used for a different request', p_idempotency_key
             USING ERRCODE = 'CV009',
@@ -75,4 +86,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION convo.begin_receipt(text, text, text, jsonb) IS
-    'File a receipt (pending) before a route-initiated mutation; a repeat of the key returns the first row.';
+    'File a receipt (pending) before a route-initiated mutation; a repeat of the key returns the first row (CV009 once its request was erased).';

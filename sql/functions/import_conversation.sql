@@ -212,9 +212,21 @@ BEGIN
                LATERAL jsonb_populate_record(NULL::convo.generations,
                                              j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import)) r;
 
+        -- The record of earlier erasures, recorded by this transaction
+        -- (before the effects, whose key epochs count them).
+        INSERT INTO convo.erasures (owner_id, id, conversation_id, reason, erased_by, erased_at, import_id)
+        SELECT r.owner_id, r.id, v_id, r.reason, r.erased_by, r.erased_at, v_import
+          FROM jsonb_populate_recordset(NULL::convo.erasures, p_export -> 'erasures') r;
+        INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted)
+        SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted
+          FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
+               LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
+
         -- Effects as they stand (their event chains were checked above). The
         -- scope key is computed here (scope_key, this database's secret)
-        -- from the creating call's input, unless erasure left none; the
+        -- from the creating call's input, unless erasure left none, in the
+        -- effect's key epoch (key_epoch: the document's erasures, written
+        -- above, by its requested_at); the
         -- idempotency key is the document's, which may have been sent,
         -- except where nothing was sent (awaiting confirmation, rejected),
         -- where it is the scope key.
@@ -223,11 +235,13 @@ BEGIN
           FROM jsonb_array_elements(p_export -> 'effects') j (elem)
           LEFT JOIN (SELECT k.effect_id, k.decision,
                             convo_private.scope_key(CASE WHEN k.decision = 'rejected' THEN 'rejected' ELSE t.idempotency_scope END,
-                                                    v_id, k.tool_call_id, k.fork_point_id, k.tool_name, m.parts -> k.ordinal -> 'input')
+                                                    v_id, k.tool_call_id, k.fork_point_id, k.tool_name, m.parts -> k.ordinal -> 'input',
+                                                    convo_private.key_epoch(v_id, e.requested_at))
                                 AS scope_key
                        FROM jsonb_populate_recordset(NULL::convo.tool_effect_calls, p_export -> 'tool_calls') k
                        JOIN jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m ON m.id = k.message_id
                        JOIN convo.tools t ON t.name = k.tool_name AND t.version = k.tool_version
+                       JOIN jsonb_populate_recordset(NULL::convo.tool_effects, p_export -> 'effects') e ON e.id = k.effect_id
                       WHERE k.decision IN ('execute', 'confirm', 'rejected')
                         AND (m.parts -> k.ordinal)::text <> convo_private.redact_part(m.parts -> k.ordinal)::text) q
             ON q.effect_id::text = j.elem ->> 'id'
@@ -248,15 +262,6 @@ BEGIN
         SELECT v_id, row_number() OVER (ORDER BY v.seq), v.effect_id, v.from_state, v.to_state, v.actor, v.evidence, v.at,
                v.seq, v_import
           FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events') v;
-
-        -- The record of earlier erasures, recorded by this transaction.
-        INSERT INTO convo.erasures (owner_id, id, conversation_id, reason, erased_by, erased_at, import_id)
-        SELECT r.owner_id, r.id, v_id, r.reason, r.erased_by, r.erased_at, v_import
-          FROM jsonb_populate_recordset(NULL::convo.erasures, p_export -> 'erasures') r;
-        INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted)
-        SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted
-          FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
-               LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
 
         -- The ledger is one the API could have written (ledger_problems):
         -- decisions that follow from the tool versions, links within a

@@ -4,7 +4,9 @@
 --   a call's decision that does not follow from the tool version it was
 --   checked against (replay for an effectful tool, a ledger decision for one
 --   without effects), or that names another tool than its tool_use part;
---   a fork point that is not the call's (fork_point_of);
+--   a fork point that is not the call's (fork_points: the walk of
+--   fork_point_of, made once down each conversation's tree, so an agent
+--   turn of k calls costs its length once, not k times);
 --   a reuse whose effect's scope key is not the one the call would compute
 --   (a link across scopes);
 --   an effect its creating call does not explain: another tool version, a
@@ -14,6 +16,8 @@
 --   currency other than the registration reads from them (effect_money), a
 --   scope key other than scope_key computes, a verdict of the schema other
 --   than args_errors gives.
+-- A key is computed in its key epoch (key_epoch): an effect's at its
+-- requested_at, a reusing call's at its decided_at.
 -- Content erased since (a part that is exactly its redaction) is not
 -- compared: only its shape is left. self_check reports these for the whole
 -- database, so a forgery by a superuser's hand is found too;
@@ -28,7 +32,7 @@ BEGIN
     RETURN QUERY
     WITH calls AS MATERIALIZED (
         SELECT l.conversation_id, l.tool_call_id, l.message_id, l.effect_id, l.decision, l.fork_point_id,
-               l.tool_name, l.tool_version, p.tool_name AS part_tool, m.parts -> l.ordinal -> 'input' AS input,
+               l.decided_at, l.tool_name, l.tool_version, p.tool_name AS part_tool, m.parts -> l.ordinal -> 'input' AS input,
                (m.parts -> l.ordinal)::text = convo_private.redact_part(m.parts -> l.ordinal)::text AS erased,
                t.effectful, t.idempotency_scope AS scope
           FROM convo.tool_effect_calls l
@@ -40,6 +44,7 @@ BEGIN
     effects AS MATERIALIZED (
         SELECT e.conversation_id, e.id, e.tool_name, e.tool_version, e.idempotency_key, e.scope_key, e.arguments,
                e.amount_minor, e.currency::text AS currency, e.repeats_effect_id, e.http_status, e.error_code,
+               e.requested_at,
                t.effectful, t.idempotency_scope AS scope, t.amount_arg, t.currency_arg, t.args_schema,
                c.tool_call_id AS by_call, c.decision AS by_decision, c.input AS by_input, c.erased AS by_erased,
                c.message_id AS by_message, c.fork_point_id AS by_fork, c.tool_name AS by_tool,
@@ -51,7 +56,11 @@ BEGIN
           JOIN convo.tools t ON t.name = e.tool_name AND t.version = e.tool_version
           JOIN calls c ON c.conversation_id = e.conversation_id AND c.effect_id = e.id
                       AND c.decision IN ('execute', 'confirm', 'rejected')
-         WHERE p_conversation_id IS NULL OR e.conversation_id = p_conversation_id)
+         WHERE p_conversation_id IS NULL OR e.conversation_id = p_conversation_id),
+    forks AS MATERIALIZED (
+        SELECT v.conversation_id, f.message_id, f.fork
+          FROM (SELECT DISTINCT c.conversation_id FROM calls c) v
+         CROSS JOIN LATERAL convo_private.fork_points(v.conversation_id) f)
     SELECT c.conversation_id, 'tool call ' || c.tool_call_id,
            format('decision %s for %s version %s, which %s', c.decision, c.tool_name, c.tool_version,
                   CASE WHEN c.effectful THEN 'is effectful (replay is for tools without effects)'
@@ -68,7 +77,7 @@ BEGIN
            format('fork point %s, the call''s is %s', coalesce(c.fork_point_id::text, 'the conversation'),
                   coalesce(f.fork::text, 'the conversation'))
       FROM calls c
-     CROSS JOIN LATERAL (SELECT convo_private.fork_point_of(c.conversation_id, c.message_id) AS fork) f
+      LEFT JOIN forks f ON f.conversation_id = c.conversation_id AND f.message_id = c.message_id
      WHERE c.fork_point_id IS DISTINCT FROM f.fork
     UNION ALL
     SELECT c.conversation_id, 'tool call ' || c.tool_call_id,
@@ -77,7 +86,8 @@ BEGIN
       JOIN convo.tool_effects e ON e.conversation_id = c.conversation_id AND e.id = c.effect_id
      WHERE c.decision = 'reuse' AND NOT c.erased
        AND e.scope_key IS DISTINCT FROM convo_private.scope_key(c.scope, c.conversation_id, c.tool_call_id,
-                                                                c.fork_point_id, c.tool_name, c.input)
+                                                                c.fork_point_id, c.tool_name, c.input,
+                                                                convo_private.key_epoch(c.conversation_id, c.decided_at))
     UNION ALL
     SELECT e.conversation_id, 'effect ' || e.id, x.problem
       FROM effects e
@@ -115,7 +125,8 @@ BEGIN
         (CASE WHEN NOT e.by_erased
                    AND e.scope_key IS DISTINCT FROM convo_private.scope_key(
                            CASE WHEN e.by_decision = 'rejected' THEN 'rejected' ELSE e.scope END,
-                           e.conversation_id, e.by_call, e.by_fork, e.tool_name, e.by_input)
+                           e.conversation_id, e.by_call, e.by_fork, e.tool_name, e.by_input,
+                           convo_private.key_epoch(e.conversation_id, e.requested_at))
               THEN format('scope key is not the one its call %s computes', e.by_call) END),
         (CASE WHEN NOT e.by_erased AND e.effectful
                    AND (e.by_decision = 'rejected') <> (cardinality(convo.args_errors(e.args_schema, e.by_input)) > 0)

@@ -8,7 +8,8 @@
 -- (effect_event).
 --   replay:   a registered tool without effects: free to run again, no effect.
 --   rejected: the input fails the tool's frozen schema: a failed effect, 422.
---   reuse:    an effect already has this call's scope key: the call is linked to it.
+--   reuse:    an effect already has this call's scope key (of this key epoch:
+--             since the conversation's latest erasure): the call is linked to it.
 --   confirm:  a re-run (same tool, same fork point, an earlier call on another
 --             branch) under a new key: held in awaiting_confirmation.
 --   execute:  a new pending effect under the scope key.
@@ -34,6 +35,7 @@ DECLARE
     v_errors    text[];
     v_fork      uuid;
     v_scope_key text;
+    v_epoch     int;
     v_effect    convo.tool_effects;
     v_repeats   uuid;
     v_seg_branches uuid[]; -- the segments of this message's path: each branch
@@ -53,10 +55,14 @@ BEGIN
     ELSIF cardinality(v_errors) > 0 THEN
         -- Rejected calls never deduplicate: the key is the call's own.
         v_decision := 'rejected';
-        v_scope_key := convo_private.scope_key('rejected', p_conversation_id, p_tool_call_id, NULL, NULL, NULL);
+        v_scope_key := convo_private.scope_key('rejected', p_conversation_id, p_tool_call_id, NULL, NULL, NULL,
+                                               convo_private.key_epoch(p_conversation_id, NULL));
     ELSE
+        -- The key of this epoch (every erasure so far: the conversation is
+        -- locked), so nothing erased is ever matched.
+        v_epoch := convo_private.key_epoch(p_conversation_id, NULL);
         v_scope_key := convo_private.scope_key(v_tool.idempotency_scope, p_conversation_id, p_tool_call_id,
-                                               v_fork, v_tool.name, v_input);
+                                               v_fork, v_tool.name, v_input, v_epoch);
         SELECT * INTO v_effect FROM convo.tool_effects e
          WHERE e.conversation_id = p_conversation_id AND e.scope_key = v_scope_key;
         IF FOUND THEN

@@ -74,7 +74,7 @@ func fixtureObject(t testing.TB, ref string) map[string]any {
 // fixtureWant is what importing one fixture must write, written by hand.
 type fixtureWant struct {
 	ref, format string
-	source      string // the source key ("": 'sha:' and the md5 of the jsonb text)
+	source      string // the source key ("": 'sha:' and the keyed digest of the jsonb text)
 	// rows: each message as "key dDEPTH PARENT #SIBLING REASON ROLE EPOCH",
 	// by depth, then parent key, then sibling index ("-": none).
 	rows       []string
@@ -201,7 +201,7 @@ func importFixture(t *testing.T, db, web *pgxpool.Pool, owner string, want fixtu
 	conv := mustImport(t, web, owner, want.format, text)
 	source := want.source
 	if source == "" {
-		source = "sha:" + queryRow[string](t, db, `SELECT md5($1::jsonb::text)`, text)
+		source = keyedSource(t, db, text)
 	}
 	requireEqual(t, "conversation id, md5 of [format, owner, source key]", conv, importedID(want.format, owner, source))
 	requireSlice(t, "messages: key, depth, parent, sibling index, branch reason, role, time", fixtureRows(t, db, conv), want.rows)

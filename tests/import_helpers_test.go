@@ -446,3 +446,10 @@ func requireTree(t testing.TB, got, want treeFacts) {
 		}
 	}
 }
+
+// keyedSource is the source key of a document without an id of its own:
+// 'sha:' and the keyed digest of its jsonb text (docs/importing.md, "Ids").
+func keyedSource(t testing.TB, db *pgxpool.Pool, doc string) string {
+	t.Helper()
+	return queryRow[string](t, db, `SELECT 'sha:' || convo_private.keyed_digest(encode(sha256(convert_to($1::jsonb::text, 'UTF8')), 'hex'))`, doc)
+}

@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Tests of imported ids and the record of imports, on documents written
@@ -57,4 +60,112 @@ func TestImportIDsDoNotCollideAcrossOwners(t *testing.T) {
 		t.Fatalf("CV009 does not name the source key, the conversation and the way out: %q / %q / %q", e.Message, e.Detail, e.Hint)
 	}
 	requireFingerprint(t, db, "the refused import", before)
+}
+
+// noIDChatGPT is tinyChatGPT without an id of its own: its source key is
+// the keyed digest of its JSON.
+func noIDChatGPT(answer string) string {
+	return strings.Replace(tinyChatGPT("", answer), `"conversation_id": "", `, ``, 1)
+}
+
+// TestErasedImportAnswersNoGuess: a document without an id of its own is
+// keyed by its digest under the database's secret, so the conversation id
+// that erasure keeps is not the md5 rule's, which anyone could check
+// guessed documents against; and after erase_conversation, importing a
+// guess of the erased document answers as any other document: a new
+// conversation, under an id that is not the erased one's. Guesses are
+// tried in transactions rolled back, as an application would probe, the
+// right one among them; then the erased document imports anew for real,
+// and its repeat returns the new conversation.
+func TestErasedImportAnswersNoGuess(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	_, web := newRole(t, db, "LOGIN", "convo_app")
+	admin := loginAs(t, db, "convo_admin")
+	secret := noIDChatGPT("Your PIN is 4821.")
+	erased := mustImport(t, web, "alice", "chatgpt", secret)
+	if erased == importedID("chatgpt", "alice", "sha:"+queryRow[string](t, db, `SELECT md5($1::jsonb::text)`, secret)) {
+		t.Fatal("a document without an id has the conversation id of the md5 of its text")
+	}
+	requireEqual(t, "a repeat before the erasure", mustImport(t, web, "alice", "chatgpt", secret), erased)
+	mustExec(t, admin, `SELECT count(*) FROM convo.erase_conversation($1, 'the user asked')`, erased)
+
+	before := fingerprint(t, db)
+	type answer struct {
+		sqlState     string
+		erasedID     bool
+		derivedFresh bool // the md5 rule's id: would tell the guess by its id alone
+	}
+	answers := map[answer][]string{}
+	for i := 0; i < 60; i++ {
+		pin := fmt.Sprintf("%04d", 4790+i) // 4821 among them
+		doc := noIDChatGPT("Your PIN is " + pin + ".")
+		var id string
+		err := inOwnerTx(web, "alice", func(ctx context.Context, tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, `SELECT convo.import_chatgpt('alice', $1::jsonb)::text`, doc).Scan(&id); err != nil {
+				return err
+			}
+			return errRollBack
+		})
+		if err != errRollBack && sqlState(err) == "" {
+			t.Fatalf("guess %s: %v", pin, err)
+		}
+		a := answer{sqlState: sqlState(err), erasedID: id == erased,
+			derivedFresh: id == importedID("chatgpt", "alice", "sha:"+queryRow[string](t, db, `SELECT md5($1::jsonb::text)`, doc))}
+		answers[a] = append(answers[a], pin)
+	}
+	if len(answers) != 1 {
+		t.Fatalf("the guesses got different answers: %v", answers)
+	}
+	for a := range answers {
+		if a.sqlState != "" || a.erasedID || a.derivedFresh {
+			t.Fatalf("every guess should import as a new conversation under a keyed id: %+v", a)
+		}
+	}
+	requireFingerprint(t, db, "the guesses rolled back", before)
+
+	again := mustImport(t, web, "alice", "chatgpt", secret)
+	if again == erased {
+		t.Fatal("the erased document imported under the erased conversation's id")
+	}
+	requireEqual(t, "a repeat after the erasure", mustImport(t, web, "alice", "chatgpt", secret), again)
+	requireCount(t, db, 2, `SELECT count(*) FROM convo.imports WHERE owner_id = 'alice' AND import_id IS NULL`)
+}
+
+// TestImportFindsAnEarlierRulesKey: a document without an id imported
+// under the earlier rule (its source key 'sha:' and the md5 of its text)
+// is still found as a repeat, not imported a second time. The earlier key
+// is written in place by a superuser (the table's guard set aside for
+// it), as the earlier rule wrote it.
+func TestImportFindsAnEarlierRulesKey(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	_, web := newRole(t, db, "LOGIN", "convo_app")
+	doc := noIDChatGPT("Hi.")
+	conv := mustImport(t, web, "alice", "chatgpt", doc)
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, stmt := range []string{
+		`ALTER TABLE convo.imports DISABLE TRIGGER imports_30_no_update`,
+		`UPDATE convo.imports SET source_key = 'sha:' || md5($2::jsonb::text) WHERE conversation_id = $1 AND import_id IS NULL`,
+		`ALTER TABLE convo.imports ENABLE ALWAYS TRIGGER imports_30_no_update`,
+	} {
+		args := []any{}
+		if strings.Contains(stmt, "$1") {
+			args = []any{conv, doc}
+		}
+		if _, err := tx.Exec(ctx, stmt, args...); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := fingerprint(t, db)
+	requireEqual(t, "the repeat of an import under the earlier rule", mustImport(t, web, "alice", "chatgpt", doc), conv)
+	requireFingerprint(t, db, "the repeat", before)
 }

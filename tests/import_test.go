@@ -448,7 +448,7 @@ func TestImportOwnersAndRepeats(t *testing.T) {
 		})
 	}
 	requireEqual(t, "a superuser imports for any owner", queryRow[string](t, db, `SELECT convo.import_openwebui('carol', $1::jsonb)::text`, ow),
-		importedID("openwebui", "carol", "sha:"+queryRow[string](t, db, `SELECT md5($1::jsonb::text)`, ow)))
+		importedID("openwebui", "carol", keyedSource(t, db, ow)))
 }
 
 // TestImportWritesNoEffects: an import whose tool calls name a registered

@@ -41,7 +41,7 @@ type Refusal struct {
 // export, as convo.import_history returns it.
 type Conversation struct {
 	Where     string `json:"where"`
-	SourceKey string `json:"source_key"`      // the export's own id (or sha: and its md5)
+	SourceKey string `json:"source_key"`      // the export's own id (or sha: and its keyed digest)
 	ID        string `json:"conversation_id"` // pgconvo's id
 	Created   bool   `json:"created"`         // false: it was there already, and nothing was written
 	Messages  int64  `json:"messages"`

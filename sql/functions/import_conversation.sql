@@ -14,8 +14,9 @@
 -- the caller; when; the document's keyed digest), and every row it writes
 -- names that record (import_id), so a restored row is told from one
 -- written here. The tree goes in through write_messages, the rest as the
--- document has it, once checked. A repeat is a no-op returning the id; the
--- id with other content is CV009.
+-- document has it, once checked. A repeat is a no-op returning the id,
+-- also when it waited for the first to commit (a retry); the id with other
+-- content is CV009.
 CREATE OR REPLACE FUNCTION convo.import_conversation(p_owner_id text, p_export jsonb)
 RETURNS uuid
 LANGUAGE plpgsql
@@ -160,6 +161,16 @@ BEGIN
                 (v_conv ->> 'archived')::boolean, (v_conv ->> 'last_activity_at')::timestamptz)
         ON CONFLICT (id) DO NOTHING;
         IF NOT FOUND THEN
+            -- The insert waited for another session's restore under this
+            -- id, now committed: a retry of the same document (its digest
+            -- on record) is a repeat, as above, and writes nothing.
+            IF EXISTS (SELECT 1 FROM convo.conversations c WHERE c.id = v_id AND c.owner_id = p_owner_id)
+               AND (EXISTS (SELECT 1 FROM convo.imports i
+                             WHERE i.conversation_id = v_id AND i.format = 'pgconvo' AND i.import_id IS NULL
+                               AND i.digest = v_digest)
+                    OR convo_private.export_of(v_id)::text = p_export::text) THEN
+                RETURN v_id;
+            END IF;
             RAISE EXCEPTION 'conversation id % was taken meanwhile', v_id
                 USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
         END IF;

@@ -52,8 +52,15 @@ BEGIN
                       LATERAL jsonb_populate_record(NULL::convo.erasures, j.elem) x),
          i AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.imports, p_export -> 'imports')),
          ch AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.conversation_changes, p_export -> 'changes')),
-         -- Messages that came from another product keep the source's times.
-         mo AS (SELECT m.*, EXISTS (SELECT 1 FROM o WHERE o.message_id = m.id) AS imported FROM m),
+         -- Messages that came from another product keep the source's times
+         -- (but none after the import of their format): their origin's
+         -- format and the latest import of it in the document.
+         io AS (SELECT i.format, max(i.imported_at) AS imported_at FROM i GROUP BY i.format),
+         mo AS (SELECT m.*, x.source, x.message_id IS NOT NULL AS imported, io.imported_at AS source_imported_at
+                  FROM m
+                  LEFT JOIN (SELECT DISTINCT ON (o.message_id) o.message_id, o.source FROM o ORDER BY o.message_id) x
+                    ON x.message_id = m.id
+                  LEFT JOIN io ON io.format = x.source),
          -- How many rows of each place the document holds, for erasure counts.
          counts (place, n) AS (VALUES
              ('messages', (SELECT count(*) FROM m)),
@@ -131,6 +138,12 @@ BEGIN
         UNION ALL
         (SELECT format('origins: message %s has two origins', o.message_id) FROM o GROUP BY o.message_id HAVING count(*) > 1 LIMIT 1)
         UNION ALL
+        -- An origin is written by an import of its format, which the
+        -- document's record of imports holds.
+        (SELECT format('origins: the origin of message %s is of format %s, and the export has no import of format %s',
+                       o.message_id, coalesce(o.source, 'none'), coalesce(o.source, 'none'))
+           FROM o WHERE o.source IS NULL OR o.source = 'pgconvo' OR NOT EXISTS (SELECT 1 FROM io WHERE io.format = o.source) LIMIT 1)
+        UNION ALL
         (SELECT format('effect_events: event seq %s names effect %s, which is not in the export', v.seq, v.effect_id)
            FROM v WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.id = v.effect_id) LIMIT 1)
         UNION ALL
@@ -164,12 +177,48 @@ BEGIN
                      AND e.idempotency_key ~ ('^' || split_part(e.scope_key, ':', 1) || ':[0-9a-f]{64}$'))
           LIMIT 1)
         UNION ALL
-        -- Times.
+        -- Times: each one the database writes is there and finite (a
+        -- column that may be NULL is finite when set), then in order.
+        (SELECT format('%s: %s%s %s, not a finite time', x.key, x.row_name, x.col, coalesce(x.at::text, 'none'))
+           FROM (SELECT 'conversation' AS key, '' AS row_name, 'created_at' AS col, v_created AS at, true AS required
+                 UNION ALL
+                 SELECT 'conversation', '', 'last_activity_at', (v_conv ->> 'last_activity_at')::timestamptz, true
+                 UNION ALL
+                 SELECT 'messages', format('message %s ', m.id), 'created_at', m.created_at, true FROM m
+                 UNION ALL
+                 SELECT 'head_log', format('row seq %s ', l.seq), 'moved_at', l.moved_at, true FROM l
+                 UNION ALL
+                 SELECT 'changes', format('row seq %s ', ch.seq), 'changed_at', ch.changed_at, true FROM ch
+                 UNION ALL
+                 SELECT 'generations', format('generation %s ', g.id), c.col, c.at, c.required
+                   FROM g, LATERAL (VALUES ('started_at', g.started_at, true), ('finished_at', g.finished_at, false)) c (col, at, required)
+                 UNION ALL
+                 SELECT 'tool_calls', format('call %s ', k.tool_call_id), 'decided_at', k.decided_at, true FROM k
+                 UNION ALL
+                 SELECT 'effects', format('effect %s ', e.id), c.col, c.at, c.required
+                   FROM e, LATERAL (VALUES ('requested_at', e.requested_at, true), ('deadline_at', e.deadline_at, true),
+                                           ('confirmed_at', e.confirmed_at, false), ('settled_at', e.settled_at, false),
+                                           ('compensated_at', e.compensated_at, false)) c (col, at, required)
+                 UNION ALL
+                 SELECT 'effect_events', format('event seq %s ', v.seq), 'at', v.at, true FROM v
+                 UNION ALL
+                 SELECT 'erasures', format('erasure %s ', r.id), 'erased_at', r.erased_at, true FROM r
+                 UNION ALL
+                 SELECT 'imports', format('import %s ', i.id), 'imported_at', i.imported_at, true FROM i) x
+          WHERE (x.at IS NULL AND x.required) OR NOT isfinite(x.at) LIMIT 1)
+        UNION ALL
         (SELECT format('conversation: created_at %s is after the import', v_created) WHERE v_created > p_now)
         UNION ALL
+        (SELECT format('conversation: last activity at %s, before the conversation (%s)', v_conv ->> 'last_activity_at', v_created)
+          WHERE (v_conv ->> 'last_activity_at')::timestamptz < v_created)
+        UNION ALL
+        -- A message from another product may be older than the conversation
+        -- or its parent (the source's times), but none is after the import.
         (SELECT format('messages: message %s created at %s, %s', m.id, m.created_at,
-                       CASE WHEN m.created_at > p_now THEN 'after the import' ELSE 'before the conversation' END)
-           FROM mo m WHERE NOT m.imported AND (m.created_at > p_now OR m.created_at < v_created) LIMIT 1)
+                       CASE WHEN m.created_at > p_now OR m.imported THEN 'after the import' ELSE 'before the conversation' END)
+           FROM mo m
+          WHERE m.created_at > p_now OR (NOT m.imported AND m.created_at < v_created)
+             OR (m.imported AND m.created_at > m.source_imported_at) LIMIT 1)
         UNION ALL
         (SELECT format('messages: message %s created at %s, before its parent %s (%s)', c.id, c.created_at, p.id, p.created_at)
            FROM mo c JOIN mo p ON p.id = c.parent_id
@@ -185,6 +234,14 @@ BEGIN
         UNION ALL
         (SELECT format('head_log: row seq %s moved at %s to message %s, created later (%s)', l.seq, l.moved_at, m.id, m.created_at)
            FROM l JOIN mo m ON m.id = l.head_message_id WHERE NOT m.imported AND l.moved_at < m.created_at ORDER BY l.seq LIMIT 1)
+        UNION ALL
+        -- A completed generation's message is an assistant answer to its
+        -- prompt, as the generations guard requires of a direct write.
+        (SELECT format('generations: generation %s is completed by message %s, not an assistant answer to its prompt %s',
+                       g.id, g.message_id, g.prompt_message_id)
+           FROM g LEFT JOIN m ON m.id = g.message_id
+          WHERE g.state = 'completed'
+            AND (m.id IS NULL OR m.parent_id IS DISTINCT FROM g.prompt_message_id OR m.role IS DISTINCT FROM 'assistant') LIMIT 1)
         UNION ALL
         (SELECT format('generations: generation %s %s', g.id, CASE
                     WHEN g.started_at > p_now OR g.finished_at > p_now THEN 'is dated after the import'
@@ -255,49 +312,58 @@ BEGIN
                        CASE WHEN r.erased_at > p_now THEN 'after the import' ELSE 'before the conversation' END)
            FROM r WHERE r.erased_at > p_now OR r.erased_at < v_created LIMIT 1)
         UNION ALL
-        (SELECT format('erasures: erasure %s, but %s', r.id, x.what)
-           FROM r CROSS JOIN LATERAL (
-                SELECT format('message %s, created before it, is not redacted', m.id) AS what
-                  FROM m WHERE m.created_at <= r.erased_at
-                   AND m.parts::text IS DISTINCT FROM (convo_private.redact_row('messages', to_jsonb(m)) -> 'parts')::text
-                UNION ALL
-                SELECT 'the conversation''s metadata is not redacted' WHERE v_conv -> 'metadata' IS DISTINCT FROM '{}'::jsonb
-                UNION ALL
-                SELECT format('change seq %s, before it, holds a title', ch.seq)
-                  FROM ch WHERE ch.field = 'title' AND ch.changed_at <= r.erased_at
-                   AND (ch.old_value IS NOT NULL OR ch.new_value IS NOT NULL)
-                UNION ALL
-                SELECT 'the conversation''s title, set before it, is not redacted'
-                 WHERE v_conv ->> 'title' IS NOT NULL
-                   AND NOT EXISTS (SELECT 1 FROM ch WHERE ch.field = 'title' AND ch.changed_at > r.erased_at)
-                UNION ALL
-                SELECT format('generation %s, started before it, is not redacted', g.id)
-                  FROM g WHERE g.started_at <= r.erased_at
-                   AND to_jsonb(g)::text IS DISTINCT FROM convo_private.redact_row('generations', to_jsonb(g))::text
-                UNION ALL
-                SELECT format('effect %s, requested before it, is not redacted', e.id)
-                  FROM e WHERE e.requested_at <= r.erased_at AND e.arguments IS DISTINCT FROM '{}'::jsonb
-                UNION ALL
-                SELECT format('event seq %s, before it, is not redacted', v.seq)
-                  FROM v WHERE v.at <= r.erased_at AND v.evidence IS DISTINCT FROM '{}'::jsonb
-                UNION ALL
-                SELECT format('the origin of message %s is not redacted', o.message_id)
-                  FROM o JOIN m ON m.id = o.message_id
-                 WHERE m.created_at <= r.erased_at AND o.node IS DISTINCT FROM '{"erased": true}'::jsonb
-                UNION ALL
-                SELECT format('place %s is not one an erasure writes', x.place)
-                  FROM jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
-                       x (place text, rows_redacted bigint)
-                  LEFT JOIN counts c ON c.place = x.place
-                 WHERE c.place IS NULL
-                UNION ALL
-                SELECT format('place %s counts %s rows, the export holds %s', x.place, x.rows_redacted, c.n)
-                  FROM jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
-                       x (place text, rows_redacted bigint)
-                  JOIN counts c ON c.place = x.place
-                 WHERE x.rows_redacted > c.n
-                LIMIT 1) x
-          ORDER BY r.erased_at LIMIT 1)
+        -- Each copy of content is a row with a time: every erasure at or
+        -- after it must have redacted it. So the row of each kind with the
+        -- earliest time that is not redacted is the one to name, against
+        -- the first erasure at or after it; the places are each erasure's
+        -- own. One pass over the rows of each kind and one over the
+        -- erasures per kind: linear in the document, not erasures x rows.
+        (SELECT format('erasures: erasure %s, but %s', x.id, x.what)
+           FROM (SELECT f.id, f.erased_at, u.what
+                   FROM (SELECT DISTINCT ON (u.kind) u.kind, u.since, u.what
+                           FROM (SELECT 'messages' AS kind, m.created_at AS since,
+                                        format('message %s, created before it, is not redacted', m.id) AS what
+                                   FROM m WHERE m.parts::text IS DISTINCT FROM (convo_private.redact_row('messages', to_jsonb(m)) -> 'parts')::text
+                                 UNION ALL
+                                 SELECT 'metadata', '-infinity', 'the conversation''s metadata is not redacted'
+                                  WHERE v_conv -> 'metadata' IS DISTINCT FROM '{}'::jsonb
+                                 UNION ALL
+                                 SELECT 'changes', ch.changed_at, format('change seq %s, before it, holds a title', ch.seq)
+                                   FROM ch WHERE ch.field = 'title' AND (ch.old_value IS NOT NULL OR ch.new_value IS NOT NULL)
+                                 UNION ALL
+                                 -- The title stands for every erasure after its last change.
+                                 SELECT 'title', coalesce((SELECT max(ch.changed_at) FROM ch WHERE ch.field = 'title'), '-infinity'),
+                                        'the conversation''s title, set before it, is not redacted'
+                                  WHERE v_conv ->> 'title' IS NOT NULL
+                                 UNION ALL
+                                 SELECT 'generations', g.started_at, format('generation %s, started before it, is not redacted', g.id)
+                                   FROM g WHERE to_jsonb(g)::text IS DISTINCT FROM convo_private.redact_row('generations', to_jsonb(g))::text
+                                 UNION ALL
+                                 SELECT 'effects', e.requested_at, format('effect %s, requested before it, is not redacted', e.id)
+                                   FROM e WHERE e.arguments IS DISTINCT FROM '{}'::jsonb
+                                 UNION ALL
+                                 SELECT 'events', v.at, format('event seq %s, before it, is not redacted', v.seq)
+                                   FROM v WHERE v.evidence IS DISTINCT FROM '{}'::jsonb
+                                 UNION ALL
+                                 SELECT 'origins', m.created_at, format('the origin of message %s is not redacted', o.message_id)
+                                   FROM o JOIN m ON m.id = o.message_id WHERE o.node IS DISTINCT FROM '{"erased": true}'::jsonb) u
+                          WHERE EXISTS (SELECT 1 FROM r)
+                          ORDER BY u.kind, u.since) u
+                   CROSS JOIN LATERAL (SELECT r.id, r.erased_at FROM r WHERE r.erased_at >= u.since
+                                        ORDER BY r.erased_at LIMIT 1) f
+                 UNION ALL
+                 SELECT r.id, r.erased_at, format('place %s is not one an erasure writes', x.place)
+                   FROM r CROSS JOIN LATERAL jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
+                        x (place text, rows_redacted bigint)
+                   LEFT JOIN counts c ON c.place = x.place
+                  WHERE c.place IS NULL
+                 UNION ALL
+                 SELECT r.id, r.erased_at, format('place %s counts %s rows, the export holds %s', x.place, x.rows_redacted, c.n)
+                   FROM r CROSS JOIN LATERAL jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
+                        x (place text, rows_redacted bigint)
+                   JOIN counts c ON c.place = x.place
+                  WHERE x.rows_redacted > c.n) x
+          ORDER BY x.erased_at LIMIT 1)
         UNION ALL
         -- The record of imports.
         (SELECT format('imports: import %s %s', i.id, CASE

@@ -1,0 +1,309 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Tests of the restore's rules against the API's: a document no API call
+// could have written is refused (times out of order or not finite, a
+// generation answered by anything but an assistant reply to its prompt, an
+// origin that no import of the document wrote), and a history the API did
+// write (an import whose source is dated ahead, a retried restore) restores.
+
+// setTimes sets every time of the document (each key ending in _at, and
+// an event's at) to value.
+func setTimes(x map[string]any, value any) {
+	for _, v := range x {
+		var objs []map[string]any
+		switch v := v.(type) {
+		case map[string]any:
+			objs = append(objs, v)
+		case []any:
+			for _, r := range v {
+				if o, ok := r.(map[string]any); ok {
+					objs = append(objs, o)
+				}
+			}
+		}
+		for _, o := range objs {
+			for k := range o {
+				if strings.HasSuffix(k, "_at") || k == "at" {
+					o[k] = value
+				}
+			}
+		}
+	}
+}
+
+// TestRestoreRefusesImpossibleRows: each document is refused, for a
+// convo_admin login, with CV011 whose DETAIL names the key and the row, and
+// writes nothing; the good document restores.
+func TestRestoreRefusesImpossibleRows(t *testing.T) {
+	t.Parallel()
+	src := newDB(t)
+	exportTools(t, src)
+	conv := exportStory(t, src, "owner-1")
+	doc := exportAs(t, src, "", conv)
+	edit := func(f func(x map[string]any)) string { return editExport(t, doc, f) }
+	conversation := func(x map[string]any) map[string]any { return x["conversation"].(map[string]any) }
+	completed := func(x map[string]any) map[string]any { return docRow(t, x, "generations", "state", "completed") }
+	last := func(x map[string]any) map[string]any { m := rows(x, "messages"); return m[len(m)-1] }
+	cases := []struct {
+		name, doc string
+		mentions  []string
+	}{
+		{"last activity 27 years before the conversation", edit(func(x map[string]any) {
+			c := conversation(x)
+			created, _ := time.Parse(time.RFC3339Nano, c["created_at"].(string))
+			c["last_activity_at"] = created.AddDate(-27, 0, 0).Format(time.RFC3339Nano)
+		}), []string{"conversation: last activity", "before the conversation"}},
+		{"created at -infinity", edit(func(x map[string]any) {
+			conversation(x)["created_at"] = "-infinity"
+		}), []string{"conversation: created_at -infinity"}},
+		{"every time -infinity", edit(func(x map[string]any) { setTimes(x, "-infinity") }),
+			[]string{"conversation: created_at -infinity"}},
+		{"every time infinity", edit(func(x map[string]any) { setTimes(x, "infinity") }),
+			[]string{"conversation: created_at infinity"}},
+		{"a message at infinity", edit(func(x map[string]any) { last(x)["created_at"] = "infinity" }),
+			[]string{"messages: message", "created_at infinity"}},
+		{"an effect event at -infinity", edit(func(x map[string]any) { rows(x, "effect_events")[0]["at"] = "-infinity" }),
+			[]string{"effect_events: event seq", "-infinity"}},
+		{"every time NULL", edit(func(x map[string]any) { setTimes(x, nil) }),
+			[]string{"conversation: created_at none"}},
+		{"last activity NULL", edit(func(x map[string]any) { conversation(x)["last_activity_at"] = nil }),
+			[]string{"conversation: last_activity_at none"}},
+		{"a completed generation answered by its own prompt", edit(func(x map[string]any) {
+			g := completed(x)
+			g["message_id"] = g["prompt_message_id"]
+		}), []string{"generations: generation", "not an assistant answer to its prompt"}},
+		{"a completed generation answered by an assistant message elsewhere", edit(func(x map[string]any) {
+			g := completed(x)
+			for _, m := range rows(x, "messages") {
+				if m["role"] == "assistant" && m["parent_id"] != g["prompt_message_id"] {
+					g["message_id"] = m["id"]
+					break
+				}
+			}
+		}), []string{"generations: generation", "not an assistant answer to its prompt"}},
+		{"an origin with no import of its format, dated 2099", edit(func(x map[string]any) {
+			m := last(x)
+			m["created_at"] = "2099-01-01T00:00:00+00:00"
+			x["origins"] = []any{map[string]any{"message_id": m["id"], "source": "chatgpt", "node_key": "n1", "node": map[string]any{}}}
+		}), []string{"origins: the origin of message", "no import of format chatgpt"}},
+		{"an imported message dated after its import", edit(func(x map[string]any) {
+			c := conversation(x)
+			m := last(x)
+			m["created_at"] = "2099-01-01T00:00:00+00:00"
+			x["origins"] = []any{map[string]any{"message_id": m["id"], "source": "chatgpt", "node_key": "n1", "node": map[string]any{}}}
+			x["imports"] = []any{map[string]any{"id": newID(), "owner_id": "owner-1", "format": "chatgpt", "source_key": "s1",
+				"digest": nil, "imported_by": "web", "imported_at": c["created_at"], "import_id": nil}}
+		}), []string{"messages: message", "2099", "after the import"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// A database each, so that a document wrongly accepted does
+			// not stand in the way of the next.
+			dst := newDB(t)
+			exportTools(t, dst)
+			admin := loginAs(t, dst, "convo_admin")
+			before := fingerprint(t, dst)
+			_, err := importAs(admin, "owner-1", "conversation", c.doc)
+			requireSQLState(t, err, "CV011")
+			detail := pgError(t, err).Detail
+			for _, m := range c.mentions {
+				if !strings.Contains(detail, m) {
+					t.Errorf("DETAIL %q does not name %q", detail, m)
+				}
+			}
+			requireFingerprint(t, dst, "the refused restore", before)
+			if _, err := importAs(admin, "owner-1", "conversation", doc); err != nil {
+				t.Fatalf("the good document after it: %v", err)
+			}
+		})
+	}
+	dst := newDB(t)
+	exportTools(t, dst)
+	if _, err := importAs(loginAs(t, dst, "convo_admin"), "owner-1", "conversation", doc); err != nil {
+		t.Fatalf("the good document: %v", err)
+	}
+	requireEqual(t, "failing checks after the restore", failingChecks(t, dst), "")
+}
+
+// TestMoveHeadReservesImport: 'import' begins an imported conversation's
+// head log only, so move_head refuses it, as it does create and
+// direct_update, for a convo_app login: CV011, nothing written.
+func TestMoveHeadReservesImport(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	conv := createConversation(t, db, "owner-1", "")
+	first := appendMsg(t, db, conv, "user", textParts("One."))
+	appendMsg(t, db, conv, "assistant", textParts("Two."))
+	app := loginAs(t, db, "convo_app")
+	for _, reason := range []string{"import", "create", "direct_update"} {
+		before := fingerprint(t, db)
+		err := asOwner(app, "owner-1", `SELECT convo.move_head($1, $2, $3)`, conv, first, reason)
+		requireSQLState(t, err, "CV011")
+		requireFingerprint(t, db, "the refused move to "+reason, before)
+	}
+}
+
+// futureSources is each importer's fixture with every source time set to
+// 2100-01-01 (ChatGPT's create_time and update_time, Open WebUI's
+// timestamp, LibreChat's createdAt and updatedAt), and the value each
+// source node keeps.
+func futureSources(t testing.TB) map[string][2]string {
+	t.Helper()
+	read := func(file string) any {
+		b, err := os.ReadFile(filepath.Join(fixtureDir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	var set func(v any, keys map[string]any)
+	set = func(v any, keys map[string]any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if to, ok := keys[k]; ok && x != nil {
+					v[k] = to
+				} else {
+					set(x, keys)
+				}
+			}
+		case []any:
+			for _, x := range v {
+				set(x, keys)
+			}
+		}
+	}
+	epoch := json.Number("4102444800") // 2100-01-01T00:00:00Z
+	iso := "2100-01-01T00:00:00.000Z"
+	chatgpt := read("chatgpt-conversations.json").([]any)[0]
+	set(chatgpt, map[string]any{"create_time": epoch, "update_time": epoch})
+	openwebui := read("openwebui-chat.json")
+	set(openwebui, map[string]any{"timestamp": epoch})
+	librechat := read("librechat-flat.json")
+	set(librechat, map[string]any{"createdAt": iso, "updatedAt": iso})
+	return map[string][2]string{
+		"chatgpt":   {encodeJSON(t, chatgpt), "4102444800"},
+		"openwebui": {encodeJSON(t, openwebui), "4102444800"},
+		"librechat": {encodeJSON(t, librechat), iso},
+	}
+}
+
+// TestImportOfAFutureSourceRestores: each importer, given a source dated
+// 2100, dates the messages and the conversation at the import's time (its
+// record's, or before), keeps the source's time in each origin's node, and
+// the conversation's export restores into a second database, exporting the
+// same document there.
+func TestImportOfAFutureSourceRestores(t *testing.T) {
+	t.Parallel()
+	src, dst := newDB(t), newDB(t)
+	web := loginAs(t, src, "convo_app")
+	admin := loginAs(t, dst, "convo_admin")
+	for format, s := range futureSources(t) {
+		t.Run(format, func(t *testing.T) {
+			conv := mustImport(t, web, "owner-1", format, s[0])
+			requireCount(t, src, 0, `SELECT count(*) FROM convo.messages m JOIN convo.imports i ON i.id = m.import_id
+				WHERE m.conversation_id = $1 AND m.created_at > i.imported_at`, conv)
+			requireCount(t, src, 0, `SELECT count(*) FROM convo.conversations c JOIN convo.imports i ON i.conversation_id = c.id
+				WHERE c.id = $1 AND (c.created_at > i.imported_at OR c.last_activity_at > i.imported_at)`, conv)
+			if n := queryRow[int64](t, src, `SELECT count(*) FROM convo.import_origins o
+				WHERE o.conversation_id = $1 AND strpos(o.node::text, $2) > 0`, conv, s[1]); n == 0 {
+				t.Fatalf("no origin keeps the source's time %s", s[1])
+			}
+			doc := exportAs(t, src, "", conv)
+			if _, err := importAs(admin, "owner-1", "conversation", doc); err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+			requireEqual(t, "the export of the restored conversation", restoredDoc(t, exportAs(t, dst, "", conv)), restoredDoc(t, doc))
+		})
+	}
+	requireEqual(t, "failing checks after the restores", failingChecks(t, dst), "")
+}
+
+// TestRestoreRetriedWhileTheFirstIsOpen: a restore retried while the first
+// is still in its open transaction waits for it, and once it commits
+// returns the same id and writes nothing (its own transaction, read before
+// it commits and after, holds the same rows).
+func TestRestoreRetriedWhileTheFirstIsOpen(t *testing.T) {
+	t.Parallel()
+	src, dst := newDB(t), newDB(t)
+	exportTools(t, src, dst)
+	conv := exportStory(t, src, "owner-1")
+	doc := exportAs(t, src, "", conv)
+	ctx := context.Background()
+	first := openOwnerTx(t, loginAs(t, dst, "convo_admin"), "owner-1")
+	var id string
+	if err := first.QueryRow(ctx, `SELECT convo.import_conversation('owner-1', $1::jsonb)::text`, doc).Scan(&id); err != nil {
+		t.Fatalf("the first restore: %v", err)
+	}
+	second := openOwnerTx(t, loginAs(t, dst, "convo_admin"), "owner-1")
+	pid := second.Conn().PgConn().PID()
+	type result struct {
+		id  string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = second.QueryRow(ctx, `SELECT convo.import_conversation('owner-1', $1::jsonb)::text`, doc).Scan(&r.id)
+		done <- r
+	}()
+	waitForLock(t, dst, pid)
+	if err := first.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("the retried restore: %v", r.err)
+	}
+	requireEqual(t, "the retry's id", r.id, conv)
+	before := fingerprint(t, dst)
+	if err := second.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	requireFingerprint(t, dst, "the retried restore", before)
+	requireCount(t, dst, 1, `SELECT count(*) FROM convo.imports WHERE conversation_id = $1 AND format = 'pgconvo'`, conv)
+}
+
+// waitForLock returns once backend pid waits for a lock (polling, with no
+// time asserted: a test that never sees it fails when go test times out).
+func waitForLock(t testing.TB, db *pgxpool.Pool, pid uint32) {
+	t.Helper()
+	for queryRow[int64](t, db, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, int64(pid)) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// openOwnerTx begins a transaction on pool that names owner, rolled back
+// at the end of the test unless committed.
+func openOwnerTx(t testing.TB, pool *pgxpool.Pool, owner string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, `SELECT set_config('convo.owner_id', $1, true)`, owner); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}

@@ -444,7 +444,8 @@ BEGIN
            coalesce(array_agg(jsonb_typeof(n.message) IS NOT DISTINCT FROM 'object' ORDER BY n.idx), '{}'),
            -- A source time after the import is the import's (the node keeps
            -- the source's): nothing here is dated ahead of when it was written.
-           coalesce(array_agg(least(n.at, v_now) ORDER BY n.idx), '{}'),
+           -- (Not least(), which would date a node with no time too.)
+           coalesce(array_agg(CASE WHEN n.at > v_now THEN v_now ELSE n.at END ORDER BY n.idx), '{}'),
            coalesce(jsonb_object_agg(n.key, n.node) FILTER (WHERE jsonb_typeof(n.message) IS DISTINCT FROM 'object'), '{}')
       INTO v_keys, v_parent, v_imported, v_time, v_dropped
       FROM n LEFT JOIN n p ON p.key = n.parent_key;

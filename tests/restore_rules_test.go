@@ -307,3 +307,50 @@ func openOwnerTx(t testing.TB, pool *pgxpool.Pool, owner string) pgx.Tx {
 	}
 	return tx
 }
+
+// TestRestoreNamesTheErasureThatMissedContent: a conversation erased twice,
+// with a message written between the erasures; that message's text put
+// back in the export is refused against the second erasure (the first
+// erasure is before it), the conversation's metadata put back against the
+// first; each CV011 writes nothing, and the export itself restores.
+func TestRestoreNamesTheErasureThatMissedContent(t *testing.T) {
+	t.Parallel()
+	src, dst := newDB(t), newDB(t)
+	conv := queryRow[string](t, src, `SELECT convo.create_conversation('owner-1', 'You help.', '{"plan": "pro"}')::text`)
+	appendMsg(t, src, conv, "user", textParts("First secret."))
+	mustExec(t, src, `SELECT * FROM convo.erase_conversation($1, 'first')`, conv)
+	between := appendMsg(t, src, conv, "user", textParts("Second secret."))
+	mustExec(t, src, `SELECT * FROM convo.erase_conversation($1, 'second')`, conv)
+	appendMsg(t, src, conv, "user", textParts("Kept."))
+	doc := exportAs(t, src, "", conv)
+	x := decodeExport(t, doc)
+	first, second := rows(x, "erasures")[0]["id"].(string), rows(x, "erasures")[1]["id"].(string)
+	admin := loginAs(t, dst, "convo_admin")
+	for _, c := range []struct {
+		name, doc string
+		mentions  []string
+	}{
+		{"the message between them unredacted", editExport(t, doc, func(x map[string]any) {
+			docRow(t, x, "messages", "id", between)["parts"] = []any{map[string]any{"type": "text", "text": "Second secret."}}
+		}), []string{"erasures: erasure " + second, "message " + between + ", created before it, is not redacted"}},
+		{"the metadata unredacted", editExport(t, doc, func(x map[string]any) {
+			x["conversation"].(map[string]any)["metadata"] = map[string]any{"plan": "pro"}
+		}), []string{"erasures: erasure " + first, "metadata is not redacted"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := fingerprint(t, dst)
+			_, err := importAs(admin, "owner-1", "conversation", c.doc)
+			requireSQLState(t, err, "CV011")
+			detail := pgError(t, err).Detail
+			for _, m := range c.mentions {
+				if !strings.Contains(detail, m) {
+					t.Errorf("DETAIL %q does not name %q", detail, m)
+				}
+			}
+			requireFingerprint(t, dst, "the refused restore", before)
+		})
+	}
+	if _, err := importAs(admin, "owner-1", "conversation", doc); err != nil {
+		t.Fatalf("the export: %v", err)
+	}
+}

@@ -603,7 +603,8 @@ $$;
 --   its scope;
 --   times, in order: nothing after p_now or before the conversation, a head
 --   move not before its message, events of an effect in order and not
---   before it, an effect not before its call, a call not before its
+--   before it, an effect not before its call nor confirmed, settled or
+--   compensated before it was requested, a call not before its
 --   message, a generation not before its prompt nor ending before it began;
 --   a message not before its parent unless it came from another product
 --   (an origin), whose times are the source's;
@@ -849,6 +850,11 @@ BEGIN
            FROM e JOIN k ON k.effect_id = e.id AND k.decision IN ('execute', 'confirm', 'rejected')
            JOIN mo m ON m.id = k.message_id
           WHERE e.requested_at > p_now OR (NOT m.imported AND e.requested_at < m.created_at) LIMIT 1)
+        UNION ALL
+        (SELECT format('effects: effect %s %s at %s, %s', e.id, c.what, c.at,
+                       CASE WHEN c.at > p_now THEN 'after the import' ELSE 'before it was requested' END)
+           FROM e, LATERAL (VALUES ('confirmed', e.confirmed_at), ('settled', e.settled_at), ('compensated', e.compensated_at)) c (what, at)
+          WHERE c.at > p_now OR c.at < e.requested_at LIMIT 1)
         UNION ALL
         (SELECT format('effect_events: event seq %s of effect %s at %s, %s', x.seq, x.effect_id, x.at, CASE
                     WHEN x.at > p_now THEN 'after the import'

@@ -81,6 +81,14 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 			[]string{"conversation: created_at none"}},
 		{"last activity NULL", edit(func(x map[string]any) { conversation(x)["last_activity_at"] = nil }),
 			[]string{"conversation: last_activity_at none"}},
+		{"an effect settled in 2099", edit(func(x map[string]any) {
+			docRow(t, x, "effects", "state", "compensated")["settled_at"] = "2099-01-01T00:00:00+00:00"
+		}), []string{"effects: effect", "settled at 2099", "after the import"}},
+		{"an effect confirmed before it was requested", edit(func(x map[string]any) {
+			e := docRow(t, x, "effects", "confirmed_by", "bob")
+			requested, _ := time.Parse(time.RFC3339Nano, e["requested_at"].(string))
+			e["confirmed_at"] = requested.Add(-time.Hour).Format(time.RFC3339Nano)
+		}), []string{"effects: effect", "confirmed at", "before it was requested"}},
 		{"a completed generation answered by its own prompt", edit(func(x map[string]any) {
 			g := completed(x)
 			g["message_id"] = g["prompt_message_id"]

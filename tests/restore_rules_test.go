@@ -52,6 +52,8 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 	src := newDB(t)
 	exportTools(t, src)
 	conv := exportStory(t, src, "owner-1")
+	mustExec(t, src, `SELECT convo.set_title($1, 'Credits')`, conv)
+	mustExec(t, src, `SELECT convo.archive_conversation($1)`, conv)
 	doc := exportAs(t, src, "", conv)
 	edit := func(f func(x map[string]any)) string { return editExport(t, doc, f) }
 	conversation := func(x map[string]any) map[string]any { return x["conversation"].(map[string]any) }
@@ -89,6 +91,15 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 			requested, _ := time.Parse(time.RFC3339Nano, e["requested_at"].(string))
 			e["confirmed_at"] = requested.Add(-time.Hour).Format(time.RFC3339Nano)
 		}), []string{"effects: effect", "confirmed at", "before it was requested"}},
+		{"an effect no call of the export created", edit(func(x map[string]any) {
+			dropRows(x, "tool_calls", "tool_call_id", "call_4")
+		}), []string{"effects: effect", "0 creating calls"}},
+		{"a change with no seq", edit(func(x map[string]any) { rows(x, "changes")[0]["seq"] = nil }),
+			[]string{"changes: row 1 of the array has no seq"}},
+		{"a head-log row with no seq", edit(func(x map[string]any) { rows(x, "head_log")[1]["seq"] = nil }),
+			[]string{"head_log: row 2 of the array has no seq"}},
+		{"an effect event with no seq", edit(func(x map[string]any) { rows(x, "effect_events")[0]["seq"] = nil }),
+			[]string{"effect_events: row 1 of the array has no seq"}},
 		{"a completed generation answered by its own prompt", edit(func(x map[string]any) {
 			g := completed(x)
 			g["message_id"] = g["prompt_message_id"]
@@ -361,4 +372,57 @@ func TestRestoreNamesTheErasureThatMissedContent(t *testing.T) {
 	if _, err := importAs(admin, "owner-1", "conversation", doc); err != nil {
 		t.Fatalf("the export: %v", err)
 	}
+}
+
+// TestErasedImportRestores: a ChatGPT and an Open WebUI import holding
+// attachments, erased (each attachment's uri emptied), export and restore
+// into a second database, exporting the same document there; the erased
+// attachment form is refused where no erasure of the document covers it.
+func TestErasedImportRestores(t *testing.T) {
+	t.Parallel()
+	src, dst := newDB(t), newDB(t)
+	web := loginAs(t, src, "convo_app")
+	admin := loginAs(t, dst, "convo_admin")
+	read := func(file string, i int) string {
+		b, err := os.ReadFile(filepath.Join(fixtureDir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v []any
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		return encodeJSON(t, v[i])
+	}
+	var last string
+	for _, c := range []struct{ format, file string }{{"chatgpt", "chatgpt-conversations.json"}, {"openwebui", "openwebui-export.json"}} {
+		conv := mustImport(t, web, "owner-1", c.format, read(c.file, 0))
+		if !queryRow[bool](t, src, `SELECT count(*) > 0 FROM convo.messages m, jsonb_array_elements(m.parts) p
+			WHERE m.conversation_id = $1 AND p ->> 'type' = 'attachment'`, conv) {
+			t.Fatalf("the %s fixture holds no attachment", c.format)
+		}
+		mustExec(t, src, `SELECT * FROM convo.erase_conversation($1, 'asked by the customer')`, conv)
+		doc := exportAs(t, src, "", conv)
+		if _, err := importAs(admin, "owner-1", "conversation", doc); err != nil {
+			t.Fatalf("restoring the erased %s import: %v", c.format, err)
+		}
+		requireEqual(t, "the export of the restored "+c.format+" import", restoredDoc(t, exportAs(t, dst, "", conv)), restoredDoc(t, doc))
+		last = doc
+	}
+	requireEqual(t, "failing checks after the restores", failingChecks(t, dst), "")
+
+	// The same erased form with no erasure in the document: the API never
+	// wrote it.
+	fresh := newDB(t)
+	before := fingerprint(t, fresh)
+	_, err := importAs(loginAs(t, fresh, "convo_admin"), "owner-1", "conversation", editExport(t, last, func(x map[string]any) {
+		x["erasures"] = []any{}
+	}))
+	requireSQLState(t, err, "CV011")
+	if d := pgError(t, err).Detail; !strings.Contains(d, "holds an erased attachment") {
+		t.Errorf("DETAIL %q does not name the erased attachment", d)
+	}
+	requireFingerprint(t, fresh, "the refused restore", before)
 }

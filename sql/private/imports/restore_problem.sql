@@ -5,8 +5,8 @@
 -- links and amounts) is ledger_problems', after. In one pass each:
 --   references: every id the document names is in it, and the chains hold
 --   (parents, depths, the head log ending at the head, effects' events from
---   'requested' to their state);
---   numbers: a head-log or event seq appears once (import_conversation
+--   'requested' to their state, each effect created by one call);
+--   numbers: a head-log, change or event seq is there and appears once (import_conversation
 --   renumbers them, keeping their order);
 --   reasons: the head log's are the API's ('direct_update' is never
 --   restored; 'create' and 'import' only begin a log);
@@ -74,6 +74,12 @@ BEGIN
              ('imports', (SELECT count(*) FROM i)),
              ('conversation_changes', (SELECT count(*) FROM ch)))
     SELECT p INTO v_problem FROM (
+        -- Numbers: each row of a numbered log has its seq (its order).
+        (SELECT format('%s: row %s of the array has no seq', x.key, x.n)
+           FROM (SELECT k.key, j.n FROM unnest(ARRAY['head_log', 'changes', 'effect_events']) k (key),
+                        jsonb_array_elements(p_export -> k.key) WITH ORDINALITY j (elem, n)
+                  WHERE jsonb_typeof(j.elem -> 'seq') IS DISTINCT FROM 'number') x LIMIT 1)
+        UNION ALL
         -- References.
         (SELECT format('messages: message %s appears twice', m.id) FROM m GROUP BY m.id HAVING count(*) > 1 LIMIT 1)
         UNION ALL
@@ -125,6 +131,14 @@ BEGIN
         UNION ALL
         (SELECT format('tool_calls: call %s names tool %s version %s, which is not in the export', k.tool_call_id, k.tool_name, k.tool_version)
            FROM k WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.name = k.tool_name AND t.version = k.tool_version) LIMIT 1)
+        UNION ALL
+        -- Every effect was created by exactly one call (execute, confirm or
+        -- rejected), as self_check's effects_linked requires.
+        (SELECT format('effects: effect %s has %s creating calls in the export, not one', x.id, x.n)
+           FROM (SELECT e.id, count(k.tool_call_id) AS n
+                   FROM e LEFT JOIN k ON k.effect_id = e.id AND k.decision IS DISTINCT FROM 'reuse'
+                  GROUP BY e.id) x
+          WHERE x.n <> 1 LIMIT 1)
         UNION ALL
         (SELECT format('effects: effect %s repeats effect %s, which is not in the export', e.id, e.repeats_effect_id)
            FROM e WHERE e.repeats_effect_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM e r WHERE r.id = e.repeats_effect_id) LIMIT 1)
@@ -324,6 +338,15 @@ BEGIN
         -- the first erasure at or after it; the places are each erasure's
         -- own. One pass over the rows of each kind and one over the
         -- erasures per kind: linear in the document, not erasures x rows.
+        -- An erased attachment (its uri emptied, which no write but
+        -- erasure leaves) is under an erasure of the document.
+        (SELECT format('messages: message %s holds an erased attachment (part %s), and no erasure of the export is after it',
+                       m.id, p.n - 1)
+           FROM m CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts ELSE '[]' END)
+                WITH ORDINALITY p (part, n)
+          WHERE p.part ->> 'type' = 'attachment' AND p.part ->> 'uri' = ''
+            AND m.created_at > coalesce((SELECT max(r.erased_at) FROM r), '-infinity') LIMIT 1)
+        UNION ALL
         (SELECT format('erasures: erasure %s, but %s', x.id, x.what)
            FROM (SELECT f.id, f.erased_at, u.what
                    FROM (SELECT DISTINCT ON (u.kind) u.kind, u.since, u.what

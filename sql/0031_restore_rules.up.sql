@@ -54,6 +54,7 @@ DECLARE
     v_digest    text;
     v_existing  convo.conversations;
     v_problem   text;
+    v_stored    jsonb;
     v_ids       uuid[];
     v_parents   uuid[];
     v_roles     text[];
@@ -63,6 +64,8 @@ DECLARE
     v_state     text;
     v_table     text;
     v_constraint text;
+    v_column    text;
+    v_message   text;
 BEGIN
     PERFORM convo_private.check_import_owner(p_owner_id);
 
@@ -313,17 +316,47 @@ BEGIN
             OR (jsonb_typeof(p_export -> k) <> 'array' AND (s.stored -> k)::text IS DISTINCT FROM (p_export -> k)::text)
          ORDER BY array_position(v_keys, k) LIMIT 1;
         IF FOUND THEN
+            -- Which row (by its place and id, seq or key in the document)
+            -- and which of its fields, so that a large document's fault is
+            -- found: one pass over the key's rows.
+            v_stored := convo_private.export_of(v_id);
+            SELECT format('row %s of the array%s, field %s', x.n, coalesce(' (' || x.name || ')', ''), coalesce(x.field, 'the row'))
+              INTO v_problem
+              FROM (SELECT coalesce(g.n, s.n) AS n,
+                           coalesce('id ' || (g.raw ->> 'id'), 'seq ' || (g.raw ->> 'seq'), 'call ' || (g.raw ->> 'tool_call_id'),
+                                    'message ' || (g.raw ->> 'message_id'), 'tool ' || (g.raw ->> 'name')) AS name,
+                           (SELECT f.k FROM (SELECT jsonb_object_keys(g.elem) UNION SELECT jsonb_object_keys(s.elem)) f (k)
+                             WHERE (g.elem -> f.k)::text IS DISTINCT FROM (s.elem -> f.k)::text ORDER BY f.k LIMIT 1) AS field
+                      FROM (SELECT r.elem AS raw, r.elem - v_assigned AS elem, r.n
+                              FROM jsonb_array_elements(p_export -> v_key) WITH ORDINALITY r (elem, n)) g
+                      FULL JOIN (SELECT r.elem - v_assigned AS elem, row_number() OVER (ORDER BY r.n) AS n
+                                   FROM jsonb_array_elements(v_stored -> v_key) WITH ORDINALITY r (elem, n)
+                                  WHERE NOT (v_key = 'imports' AND r.elem ->> 'id' = v_import::text)) s ON s.n = g.n
+                     WHERE g.elem::text IS DISTINCT FROM s.elem::text
+                     ORDER BY 1 LIMIT 1) x
+             WHERE jsonb_typeof(p_export -> v_key) = 'array';
+            IF jsonb_typeof(p_export -> v_key) = 'object' THEN
+                SELECT format('field %s', f.k) INTO v_problem
+                  FROM (SELECT jsonb_object_keys(p_export -> v_key)
+                        UNION SELECT jsonb_object_keys(v_stored -> v_key)) f (k)
+                 WHERE (p_export -> v_key -> f.k)::text IS DISTINCT FROM (v_stored -> v_key -> f.k)::text
+                 ORDER BY f.k LIMIT 1;
+            END IF;
             RAISE EXCEPTION 'the export does not read back identically: its "%" differs from what it stores', v_key
-                USING ERRCODE = 'CV011', DETAIL = format('conversation %s, key %s', v_id, v_key),
+                USING ERRCODE = 'CV011', DETAIL = format('conversation %s, key %s%s', v_id, v_key, coalesce(', ' || v_problem, '')),
                       HINT = 'Import exactly what export_conversation wrote: rows with all their columns, as it spells them.';
         END IF;
     EXCEPTION
         WHEN integrity_constraint_violation OR data_exception THEN
-            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_table = TABLE_NAME, v_constraint = CONSTRAINT_NAME;
+            -- The column and the server's message too: a NULL or a cast
+            -- that fails names its column and value there.
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_table = TABLE_NAME, v_constraint = CONSTRAINT_NAME,
+                                    v_column = COLUMN_NAME, v_message = MESSAGE_TEXT;
             RAISE EXCEPTION 'the export is not well formed'
                 USING ERRCODE = 'CV011',
-                      DETAIL = format('conversation %s, SQLSTATE %s, table %s, constraint %s', v_id, v_state,
-                                      coalesce(nullif(v_table, ''), 'none'), coalesce(nullif(v_constraint, ''), 'none'));
+                      DETAIL = format('conversation %s, SQLSTATE %s, table %s, constraint %s, column %s: %s', v_id, v_state,
+                                      coalesce(nullif(v_table, ''), 'none'), coalesce(nullif(v_constraint, ''), 'none'),
+                                      coalesce(nullif(v_column, ''), 'none'), left(v_message, 200));
     END;
 
     RETURN v_id;
@@ -895,13 +928,15 @@ BEGIN
                    FROM ch WHERE ch.field IN ('title', 'archived')) x
           WHERE x.old_value IS DISTINCT FROM x.before ORDER BY x.seq LIMIT 1)
         UNION ALL
-        (SELECT format('changes: the log leaves the %s %s, the conversation holds %s', f.field, coalesce(f.logged, 'none'),
-                       coalesce(f.held, 'none'))
-           FROM (SELECT 'title' AS field, v_conv ->> 'title' AS held,
-                        (SELECT ch.new_value FROM ch WHERE ch.field = 'title' ORDER BY ch.seq DESC LIMIT 1) AS logged
+        (SELECT format('changes: the log leaves the %s %s (%s), the conversation holds %s', f.field, coalesce(f.logged, 'none'),
+                       coalesce('row seq ' || f.seq, 'no row'), coalesce(f.held, 'none'))
+           FROM (SELECT 'title' AS field, v_conv ->> 'title' AS held, x.new_value AS logged, x.seq
+                   FROM (SELECT NULL) one
+                   LEFT JOIN (SELECT ch.new_value, ch.seq FROM ch WHERE ch.field = 'title' ORDER BY ch.seq DESC LIMIT 1) x ON true
                  UNION ALL
-                 SELECT 'archived', v_conv ->> 'archived',
-                        coalesce((SELECT ch.new_value FROM ch WHERE ch.field = 'archived' ORDER BY ch.seq DESC LIMIT 1), 'false')) f
+                 SELECT 'archived', v_conv ->> 'archived', coalesce(x.new_value, 'false'), x.seq
+                   FROM (SELECT NULL) one
+                   LEFT JOIN (SELECT ch.new_value, ch.seq FROM ch WHERE ch.field = 'archived' ORDER BY ch.seq DESC LIMIT 1) x ON true) f
           WHERE f.held IS DISTINCT FROM f.logged LIMIT 1)
         UNION ALL
         (SELECT format('changes: row seq %s changed at %s, %s', ch.seq, ch.changed_at,

@@ -100,6 +100,15 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 			[]string{"head_log: row 2 of the array has no seq"}},
 		{"an effect event with no seq", edit(func(x map[string]any) { rows(x, "effect_events")[0]["seq"] = nil }),
 			[]string{"effect_events: row 1 of the array has no seq"}},
+		{"a message's sibling_index changed", edit(func(x map[string]any) {
+			m := rows(x, "messages")[2]
+			m["sibling_index"] = json.Number("7")
+		}), []string{"key messages, row 3 of the array (id " + rows(decodeExport(t, doc), "messages")[2]["id"].(string) + "), field sibling_index"}},
+		{"the conversation's title changed", edit(func(x map[string]any) {
+			conversation(x)["title"] = "Other"
+		}), []string{"changes: the log leaves the title Credits (row seq 1), the conversation holds Other"}},
+		{"a generation with no model", edit(func(x map[string]any) { completed(x)["model"] = nil }),
+			[]string{"table generations", "column model"}},
 		{"a completed generation answered by its own prompt", edit(func(x map[string]any) {
 			g := completed(x)
 			g["message_id"] = g["prompt_message_id"]

@@ -307,13 +307,15 @@ BEGIN
                    FROM ch WHERE ch.field IN ('title', 'archived')) x
           WHERE x.old_value IS DISTINCT FROM x.before ORDER BY x.seq LIMIT 1)
         UNION ALL
-        (SELECT format('changes: the log leaves the %s %s, the conversation holds %s', f.field, coalesce(f.logged, 'none'),
-                       coalesce(f.held, 'none'))
-           FROM (SELECT 'title' AS field, v_conv ->> 'title' AS held,
-                        (SELECT ch.new_value FROM ch WHERE ch.field = 'title' ORDER BY ch.seq DESC LIMIT 1) AS logged
+        (SELECT format('changes: the log leaves the %s %s (%s), the conversation holds %s', f.field, coalesce(f.logged, 'none'),
+                       coalesce('row seq ' || f.seq, 'no row'), coalesce(f.held, 'none'))
+           FROM (SELECT 'title' AS field, v_conv ->> 'title' AS held, x.new_value AS logged, x.seq
+                   FROM (SELECT NULL) one
+                   LEFT JOIN (SELECT ch.new_value, ch.seq FROM ch WHERE ch.field = 'title' ORDER BY ch.seq DESC LIMIT 1) x ON true
                  UNION ALL
-                 SELECT 'archived', v_conv ->> 'archived',
-                        coalesce((SELECT ch.new_value FROM ch WHERE ch.field = 'archived' ORDER BY ch.seq DESC LIMIT 1), 'false')) f
+                 SELECT 'archived', v_conv ->> 'archived', coalesce(x.new_value, 'false'), x.seq
+                   FROM (SELECT NULL) one
+                   LEFT JOIN (SELECT ch.new_value, ch.seq FROM ch WHERE ch.field = 'archived' ORDER BY ch.seq DESC LIMIT 1) x ON true) f
           WHERE f.held IS DISTINCT FROM f.logged LIMIT 1)
         UNION ALL
         (SELECT format('changes: row seq %s changed at %s, %s', ch.seq, ch.changed_at,

@@ -5,24 +5,31 @@
 -- links and amounts) is ledger_problems', after. In one pass each:
 --   references: every id the document names is in it, and the chains hold
 --   (parents, depths, the head log ending at the head, effects' events from
---   'requested' to their state, each effect created by one call);
---   numbers: a head-log, change or event seq is there and appears once (import_conversation
---   renumbers them, keeping their order);
+--   'requested' to their state, each effect created by one call); an
+--   origin's format has an import in the document's record of imports;
+--   numbers: a head-log, change or event seq is there and appears once
+--   (import_conversation renumbers them, keeping their order);
 --   reasons: the head log's are the API's ('direct_update' is never
 --   restored; 'create' and 'import' only begin a log);
 --   keys: an effect's idempotency key is its scope key, the re-run key of
 --   its confirmation, or (sent before digests were keyed) a plain digest of
 --   its scope;
---   times, in order: nothing after p_now or before the conversation, a head
+--   generations: a completed one's message is an assistant answer to its
+--   prompt (the generations guard's rule for a direct write);
+--   times: each is there and finite; in order: nothing after p_now or
+--   before the conversation, the last activity not before it, a head
 --   move not before its message, events of an effect in order and not
 --   before it, an effect not before its call nor confirmed, settled or
 --   compensated before it was requested, a call not before its
 --   message, a generation not before its prompt nor ending before it began;
 --   a message not before its parent unless it came from another product
---   (an origin), whose times are the source's;
+--   (an origin), whose times are the source's, but not after the import of
+--   its format;
 --   erasures: one is restored only where every copy of the content from
---   before it is redacted, each place is one erasure writes, and no count
---   is more than the rows there;
+--   before it is redacted (the earliest unredacted row of each kind against
+--   the first erasure after it: linear), each place is one erasure writes,
+--   and no count is more than the rows there; an erased attachment is
+--   under an erasure;
 --   imports: the document's records are of this owner, of a known format,
 --   and not after p_now;
 --   changes: the change log (title, archive state) is a chain from none to

@@ -1017,6 +1017,16 @@ BEGIN
                    LEFT JOIN counts c ON c.place = x.place
                   WHERE c.place IS NULL
                  UNION ALL
+                 -- A place once an erasure, counting at least one row.
+                 SELECT r.id, r.erased_at, CASE WHEN x.rows_redacted IS NULL OR x.rows_redacted < 1
+                                                THEN format('place %s counts %s rows', x.place, coalesce(x.rows_redacted::text, 'no'))
+                                                ELSE format('place %s appears twice', x.place) END
+                   FROM r CROSS JOIN LATERAL (
+                        SELECT y.place, y.rows_redacted, count(*) OVER (PARTITION BY y.place) AS times
+                          FROM jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
+                               y (place text, rows_redacted bigint)) x
+                  WHERE x.rows_redacted IS NULL OR x.rows_redacted < 1 OR x.times > 1
+                 UNION ALL
                  SELECT r.id, r.erased_at, format('place %s counts %s rows, the export holds %s', x.place, x.rows_redacted, c.n)
                    FROM r CROSS JOIN LATERAL jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
                         x (place text, rows_redacted bigint)

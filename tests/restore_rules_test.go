@@ -354,10 +354,21 @@ func TestRestoreNamesTheErasureThatMissedContent(t *testing.T) {
 	x := decodeExport(t, doc)
 	first, second := rows(x, "erasures")[0]["id"].(string), rows(x, "erasures")[1]["id"].(string)
 	admin := loginAs(t, dst, "convo_admin")
+	places := func(x map[string]any) []any { return rows(x, "erasures")[0]["places"].([]any) }
 	for _, c := range []struct {
 		name, doc string
 		mentions  []string
 	}{
+		{"a place twice", editExport(t, doc, func(x map[string]any) {
+			r := rows(x, "erasures")[0]
+			r["places"] = append(places(x), places(x)[0])
+		}), []string{"erasures: erasure " + first, "appears twice"}},
+		{"a place counting no row", editExport(t, doc, func(x map[string]any) {
+			places(x)[0].(map[string]any)["rows_redacted"] = json.Number("0")
+		}), []string{"erasures: erasure " + first, "counts 0 rows"}},
+		{"a place counting NULL rows", editExport(t, doc, func(x map[string]any) {
+			places(x)[0].(map[string]any)["rows_redacted"] = nil
+		}), []string{"erasures: erasure " + first, "counts no rows"}},
 		{"the message between them unredacted", editExport(t, doc, func(x map[string]any) {
 			docRow(t, x, "messages", "id", between)["parts"] = []any{map[string]any{"type": "text", "text": "Second secret."}}
 		}), []string{"erasures: erasure " + second, "message " + between + ", created before it, is not redacted"}},

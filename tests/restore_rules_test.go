@@ -109,6 +109,12 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 		}), []string{"changes: the log leaves the title Credits (row seq 1), the conversation holds Other"}},
 		{"a generation with no model", edit(func(x map[string]any) { completed(x)["model"] = nil }),
 			[]string{"table generations", "column model"}},
+		{"a tool call twice", edit(func(x map[string]any) {
+			x["tool_calls"] = append(x["tool_calls"].([]any), docRow(t, x, "tool_calls", "tool_call_id", "call_3"))
+		}), []string{"tool_calls: call call_3 appears twice"}},
+		{"a generation twice", edit(func(x map[string]any) {
+			x["generations"] = append(x["generations"].([]any), completed(x))
+		}), []string{"generations: generation", "appears twice"}},
 		{"a completed generation answered by its own prompt", edit(func(x map[string]any) {
 			g := completed(x)
 			g["message_id"] = g["prompt_message_id"]

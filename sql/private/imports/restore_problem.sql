@@ -90,6 +90,17 @@ BEGIN
         -- References.
         (SELECT format('messages: message %s appears twice', m.id) FROM m GROUP BY m.id HAVING count(*) > 1 LIMIT 1)
         UNION ALL
+        -- Each row of the other keys once, by its key, named before an
+        -- insert would fail on it.
+        (SELECT format('%s: %s appears twice', x.key, x.name)
+           FROM (SELECT 'generations' AS key, 'generation ' || g.id AS name FROM g
+                 UNION ALL SELECT 'tool_calls', 'call ' || k.tool_call_id FROM k
+                 UNION ALL SELECT 'effects', 'effect ' || e.id FROM e
+                 UNION ALL SELECT 'erasures', 'erasure ' || r.id FROM r
+                 UNION ALL SELECT 'imports', 'import ' || i.id FROM i
+                 UNION ALL SELECT 'tools', format('tool %s version %s', t.name, t.version) FROM t) x
+          GROUP BY x.key, x.name HAVING count(*) > 1 LIMIT 1)
+        UNION ALL
         -- A parent missing, else a depth that is not its parent's plus one:
         -- one join of every message with its parent (ordered, so it is a
         -- hash join and not a scan of the messages for each message).

@@ -771,6 +771,15 @@ BEGIN
         (SELECT format('tool_calls: call %s names tool %s version %s, which is not in the export', k.tool_call_id, k.tool_name, k.tool_version)
            FROM k WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.name = k.tool_name AND t.version = k.tool_version) LIMIT 1)
         UNION ALL
+        -- A call links the tool_use part of its message at its ordinal (its
+        -- id, and its effect's tool), as self_check's effects_linked requires.
+        (SELECT format('tool_calls: call %s links part %s of message %s, which is not its tool_use', k.tool_call_id, k.ordinal, k.message_id)
+           FROM k JOIN m ON m.id = k.message_id
+           LEFT JOIN e ON e.id = k.effect_id
+          WHERE (CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts -> k.ordinal END) ->> 'type' IS DISTINCT FROM 'tool_use'
+             OR m.parts -> k.ordinal ->> 'id' IS DISTINCT FROM k.tool_call_id
+             OR (e.id IS NOT NULL AND m.parts -> k.ordinal ->> 'name' IS DISTINCT FROM e.tool_name) LIMIT 1)
+        UNION ALL
         -- Every effect was created by exactly one call (execute, confirm or
         -- rejected), as self_check's effects_linked requires.
         (SELECT format('effects: effect %s has %s creating calls in the export, not one', x.id, x.n)

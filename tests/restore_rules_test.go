@@ -109,6 +109,15 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 		}), []string{"changes: the log leaves the title Credits (row seq 1), the conversation holds Other"}},
 		{"a generation with no model", edit(func(x map[string]any) { completed(x)["model"] = nil }),
 			[]string{"table generations", "column model"}},
+		{"a tool call renamed", edit(func(x map[string]any) {
+			docRow(t, x, "tool_calls", "tool_call_id", "call_3")["tool_call_id"] = "call_forged"
+		}), []string{"tool_calls: call call_forged links part", "which is not its tool_use"}},
+		{"a tool call at another part of its message", edit(func(x map[string]any) {
+			docRow(t, x, "tool_calls", "tool_call_id", "call_3")["ordinal"] = json.Number("0")
+		}), []string{"tool_calls: call call_3 links part 0", "which is not its tool_use"}},
+		{"the creating call of an effect said reuse", edit(func(x map[string]any) {
+			docRow(t, x, "tool_calls", "tool_call_id", "call_4")["decision"] = "reuse"
+		}), []string{"effects: effect", "0 creating calls"}},
 		{"a tool call twice", edit(func(x map[string]any) {
 			x["tool_calls"] = append(x["tool_calls"].([]any), docRow(t, x, "tool_calls", "tool_call_id", "call_3"))
 		}), []string{"tool_calls: call call_3 appears twice"}},

@@ -735,6 +735,14 @@ BEGIN
           ORDER BY x.orphan DESC
           LIMIT 1)
         UNION ALL
+        -- Siblings numbered from 1 in order, a branch reason on every one
+        -- but the first (write_messages places them so), named here by id.
+        (SELECT format('messages: message %s has sibling_index %s and branch_reason %s, its place among its siblings is %s', x.id,
+                       coalesce(x.sibling_index::text, 'none'), coalesce(x.branch_reason, 'none'), x.place)
+           FROM (SELECT m.id, m.sibling_index, m.branch_reason,
+                        row_number() OVER (PARTITION BY m.parent_id ORDER BY m.sibling_index) AS place FROM m) x
+          WHERE x.sibling_index IS DISTINCT FROM x.place OR (x.place = 1) <> (x.branch_reason IS NULL) LIMIT 1)
+        UNION ALL
         (SELECT format('conversation: head %s is not in the tree', v_conv ->> 'head_message_id')
           WHERE v_conv ->> 'head_message_id' IS NOT NULL
             AND NOT EXISTS (SELECT 1 FROM m WHERE m.id::text = v_conv ->> 'head_message_id'))

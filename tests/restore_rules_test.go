@@ -101,9 +101,11 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 		{"an effect event with no seq", edit(func(x map[string]any) { rows(x, "effect_events")[0]["seq"] = nil }),
 			[]string{"effect_events: row 1 of the array has no seq"}},
 		{"a message's sibling_index changed", edit(func(x map[string]any) {
-			m := rows(x, "messages")[2]
-			m["sibling_index"] = json.Number("7")
-		}), []string{"key messages, row 3 of the array (id " + rows(decodeExport(t, doc), "messages")[2]["id"].(string) + "), field sibling_index"}},
+			rows(x, "messages")[2]["sibling_index"] = json.Number("7")
+		}), []string{"messages: message " + rows(decodeExport(t, doc), "messages")[2]["id"].(string) + " has sibling_index 7"}},
+		{"a message's branch_id changed", edit(func(x map[string]any) {
+			rows(x, "messages")[2]["branch_id"] = newID()
+		}), []string{"key messages, row 3 of the array (id " + rows(decodeExport(t, doc), "messages")[2]["id"].(string) + "), field branch_id"}},
 		{"the conversation's title changed", edit(func(x map[string]any) {
 			conversation(x)["title"] = "Other"
 		}), []string{"changes: the log leaves the title Credits (row seq 1), the conversation holds Other"}},
@@ -118,6 +120,17 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 		{"the creating call of an effect said reuse", edit(func(x map[string]any) {
 			docRow(t, x, "tool_calls", "tool_call_id", "call_4")["decision"] = "reuse"
 		}), []string{"effects: effect", "0 creating calls"}},
+		{"a first child with a branch reason", edit(func(x map[string]any) {
+			rows(x, "messages")[1]["branch_reason"] = "branch"
+		}), []string{"messages: message " + rows(decodeExport(t, doc), "messages")[1]["id"].(string), "branch_reason branch"}},
+		{"a later sibling with no branch reason", edit(func(x map[string]any) {
+			for _, m := range rows(x, "messages") {
+				if m["branch_reason"] != nil {
+					m["branch_reason"] = nil
+					break
+				}
+			}
+		}), []string{"messages: message", "branch_reason none, its place among its siblings is 2"}},
 		{"a tool call twice", edit(func(x map[string]any) {
 			x["tool_calls"] = append(x["tool_calls"].([]any), docRow(t, x, "tool_calls", "tool_call_id", "call_3"))
 		}), []string{"tool_calls: call call_3 appears twice"}},

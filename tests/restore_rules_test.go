@@ -65,7 +65,10 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 	}{
 		{"last activity 27 years before the conversation", edit(func(x map[string]any) {
 			c := conversation(x)
-			created, _ := time.Parse(time.RFC3339Nano, c["created_at"].(string))
+			created, err := time.Parse(time.RFC3339Nano, c["created_at"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
 			c["last_activity_at"] = created.AddDate(-27, 0, 0).Format(time.RFC3339Nano)
 		}), []string{"conversation: last activity", "before the conversation"}},
 		{"created at -infinity", edit(func(x map[string]any) {
@@ -88,7 +91,10 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 		}), []string{"effects: effect", "settled at 2099", "after the import"}},
 		{"an effect confirmed before it was requested", edit(func(x map[string]any) {
 			e := docRow(t, x, "effects", "confirmed_by", "bob")
-			requested, _ := time.Parse(time.RFC3339Nano, e["requested_at"].(string))
+			requested, err := time.Parse(time.RFC3339Nano, e["requested_at"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
 			e["confirmed_at"] = requested.Add(-time.Hour).Format(time.RFC3339Nano)
 		}), []string{"effects: effect", "confirmed at", "before it was requested"}},
 		{"an effect no call of the export created", edit(func(x map[string]any) {

@@ -631,7 +631,8 @@ $$;
 --   numbers: a head-log, change or event seq is there and appears once
 --   (import_conversation renumbers them, keeping their order);
 --   reasons: the head log's are the API's ('direct_update' is never
---   restored; 'create' and 'import' only begin a log);
+--   restored; 'create' and 'import' only begin a log, 'import' with an
+--   import from another product in the document);
 --   keys: an effect's idempotency key is its scope key, the re-run key of
 --   its confirmation, or (sent before digests were keyed) a plain digest of
 --   its scope;
@@ -837,6 +838,12 @@ BEGIN
         (SELECT format('head_log: row seq %s has reason %s, which only begins a head log', x.seq, x.reason)
            FROM (SELECT l.seq, l.reason, row_number() OVER (ORDER BY l.seq) AS n FROM l) x
           WHERE x.reason IN ('create', 'import') AND x.n > 1 ORDER BY x.seq LIMIT 1)
+        UNION ALL
+        -- A log begun by an import is begun by one of the document's
+        -- imports from another product (as an origin is written by one).
+        (SELECT format('head_log: row seq %s has reason import, and the export has no import from another product', x.seq)
+           FROM (SELECT l.seq, l.reason FROM l ORDER BY l.seq LIMIT 1) x
+          WHERE x.reason = 'import' AND NOT EXISTS (SELECT 1 FROM io WHERE io.format IN ('chatgpt', 'openwebui', 'librechat')))
         UNION ALL
         -- Keys.
         (SELECT format('effects: effect %s has idempotency key %s, which is neither its scope key nor its re-run''s key', e.id, e.idempotency_key)

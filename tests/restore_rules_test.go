@@ -137,6 +137,9 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 				}
 			}
 		}), []string{"messages: message", "branch_reason none, its place among its siblings is 2"}},
+		{"a head log begun by an import the document does not hold", edit(func(x map[string]any) {
+			rows(x, "head_log")[0]["reason"] = "import"
+		}), []string{"head_log: row seq 1 has reason import", "no import"}},
 		{"a tool call twice", edit(func(x map[string]any) {
 			x["tool_calls"] = append(x["tool_calls"].([]any), docRow(t, x, "tool_calls", "tool_call_id", "call_3"))
 		}), []string{"tool_calls: call call_3 appears twice"}},

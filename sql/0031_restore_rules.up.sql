@@ -816,6 +816,13 @@ BEGIN
                        o.message_id, coalesce(o.source, 'none'), coalesce(o.source, 'none'))
            FROM o WHERE o.source IS NULL OR o.source = 'pgconvo' OR NOT EXISTS (SELECT 1 FROM io WHERE io.format = o.source) LIMIT 1)
         UNION ALL
+        -- And the message it is the origin of was written by that import
+        -- (its import_id names it), or carried by a restore that names it.
+        (SELECT format('origins: the origin of message %s is of format %s, but the message names import %s, not one of that format',
+                       m.id, m.source, coalesce(m.import_id::text, 'none'))
+           FROM mo m LEFT JOIN i ON i.id = m.import_id
+          WHERE m.imported AND (i.id IS NULL OR i.format NOT IN (m.source, 'pgconvo')) LIMIT 1)
+        UNION ALL
         (SELECT format('effect_events: event seq %s names effect %s, which is not in the export', v.seq, v.effect_id)
            FROM v WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.id = v.effect_id) LIMIT 1)
         UNION ALL

@@ -164,12 +164,20 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 			m["created_at"] = "2099-01-01T00:00:00+00:00"
 			x["origins"] = []any{map[string]any{"message_id": m["id"], "source": "chatgpt", "node_key": "n1", "node": map[string]any{}}}
 		}), []string{"origins: the origin of message", "no import of format chatgpt"}},
+		{"an origin on a message written here, in a document with an import of its format", edit(func(x map[string]any) {
+			c := conversation(x)
+			m := last(x)
+			x["origins"] = []any{map[string]any{"message_id": m["id"], "source": "chatgpt", "node_key": "n1", "node": map[string]any{}}}
+			x["imports"] = []any{map[string]any{"id": newID(), "owner_id": "owner-1", "format": "chatgpt", "source_key": "s1",
+				"digest": nil, "imported_by": "web", "imported_at": c["last_activity_at"], "import_id": nil}}
+		}), []string{"origins: the origin of message", "names import none"}},
 		{"an imported message dated after its import", edit(func(x map[string]any) {
 			c := conversation(x)
 			m := last(x)
-			m["created_at"] = "2099-01-01T00:00:00+00:00"
+			imp := newID()
+			m["created_at"], m["import_id"] = "2099-01-01T00:00:00+00:00", imp
 			x["origins"] = []any{map[string]any{"message_id": m["id"], "source": "chatgpt", "node_key": "n1", "node": map[string]any{}}}
-			x["imports"] = []any{map[string]any{"id": newID(), "owner_id": "owner-1", "format": "chatgpt", "source_key": "s1",
+			x["imports"] = []any{map[string]any{"id": imp, "owner_id": "owner-1", "format": "chatgpt", "source_key": "s1",
 				"digest": nil, "imported_by": "web", "imported_at": c["created_at"], "import_id": nil}}
 		}), []string{"messages: message", "2099", "after the import"}},
 	}

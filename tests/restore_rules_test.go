@@ -116,7 +116,15 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 			conversation(x)["title"] = "Other"
 		}), []string{"changes: the log leaves the title Credits (row seq 1), the conversation holds Other"}},
 		{"a generation with no model", edit(func(x map[string]any) { completed(x)["model"] = nil }),
-			[]string{"table generations", "column model"}},
+			[]string{"generations row", "(id " + docRow(t, decodeExport(t, doc), "generations", "state", "completed")["id"].(string) + ")",
+				"table generations", "column model"}},
+		{"a failed generation with no error code", edit(func(x map[string]any) {
+			docRow(t, x, "generations", "state", "failed")["error_code"] = nil
+		}), []string{"generations row", "(id " + docRow(t, decodeExport(t, doc), "generations", "state", "failed")["id"].(string) + ")",
+			"constraint generations_check3"}},
+		{"a tool call with an unknown decision", edit(func(x map[string]any) {
+			docRow(t, x, "tool_calls", "tool_call_id", "call_3")["decision"] = "maybe"
+		}), []string{"tool_calls row", "(call call_3)"}},
 		{"a tool call renamed", edit(func(x map[string]any) {
 			docRow(t, x, "tool_calls", "tool_call_id", "call_3")["tool_call_id"] = "call_forged"
 		}), []string{"tool_calls: call call_forged links part", "which is not its tool_use"}},

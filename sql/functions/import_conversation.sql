@@ -50,6 +50,8 @@ DECLARE
     v_constraint text;
     v_column    text;
     v_message   text;
+    v_check     text;
+    v_row       text;
 BEGIN
     PERFORM convo_private.check_import_owner(p_owner_id);
 
@@ -336,9 +338,39 @@ BEGIN
             -- that fails names its column and value there.
             GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_table = TABLE_NAME, v_constraint = CONSTRAINT_NAME,
                                     v_column = COLUMN_NAME, v_message = MESSAGE_TEXT;
+            -- The row: a CHECK or NOT NULL that failed is read again over
+            -- the document's rows of that table (one pass, on this path
+            -- only), and the first row it refuses is named by its place and
+            -- its id, seq or key. The table and the rule come from the
+            -- catalog, never from the document.
+            v_key := CASE v_table WHEN 'messages' THEN 'messages' WHEN 'conversation_head_log' THEN 'head_log'
+                                  WHEN 'conversation_changes' THEN 'changes' WHEN 'generations' THEN 'generations'
+                                  WHEN 'tool_effect_calls' THEN 'tool_calls' WHEN 'tool_effects' THEN 'effects'
+                                  WHEN 'tool_effect_events' THEN 'effect_events' WHEN 'erasures' THEN 'erasures'
+                                  WHEN 'import_origins' THEN 'origins' WHEN 'imports' THEN 'imports' END;
+            v_check := CASE WHEN v_state = '23502' AND nullif(v_column, '') IS NOT NULL THEN format('%I IS NOT NULL', v_column)
+                            WHEN v_state = '23514' THEN
+                                (SELECT regexp_replace(pg_get_constraintdef(c.oid), '^CHECK \((.*)\)( NOT VALID)?$', '\1')
+                                   FROM pg_constraint c
+                                  WHERE c.conrelid = format('convo.%I', v_table)::regclass AND c.conname = v_constraint AND c.contype = 'c') END;
+            IF v_key IS NOT NULL AND v_check IS NOT NULL AND jsonb_typeof(p_export -> v_key) = 'array' THEN
+              BEGIN
+                EXECUTE format('SELECT format(%L, j.n, coalesce(%L || (j.elem ->> %L), %L || (j.elem ->> %L), %L || (j.elem ->> %L), %L || (j.elem ->> %L), %L))
+                                  FROM jsonb_array_elements($1) WITH ORDINALITY j (elem, n),
+                                       LATERAL jsonb_populate_record(NULL::convo.%I, j.elem) r
+                                 WHERE (%s) IS NOT TRUE
+                                 ORDER BY j.n LIMIT 1',
+                               ', ' || v_key || ' row %s of the array (%s)', 'id ', 'id', 'seq ', 'seq', 'call ', 'tool_call_id',
+                               'message ', 'message_id', 'no id', v_table,
+                               CASE WHEN v_state = '23502' THEN v_check ELSE format('(%s) IS NOT FALSE', v_check) END)
+                   INTO v_row USING p_export -> v_key;
+              EXCEPTION WHEN OTHERS THEN
+                v_row := NULL; -- a row that cannot be read again is not named
+              END;
+            END IF;
             RAISE EXCEPTION 'the export is not well formed'
                 USING ERRCODE = 'CV011',
-                      DETAIL = format('conversation %s, SQLSTATE %s, table %s, constraint %s, column %s: %s', v_id, v_state,
+                      DETAIL = format('conversation %s%s, SQLSTATE %s, table %s, constraint %s, column %s: %s', v_id, coalesce(v_row, ''), v_state,
                                       coalesce(nullif(v_table, ''), 'none'), coalesce(nullif(v_constraint, ''), 'none'),
                                       coalesce(nullif(v_column, ''), 'none'), left(v_message, 200));
     END;

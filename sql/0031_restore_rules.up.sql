@@ -984,6 +984,23 @@ BEGIN
            FROM e, LATERAL (VALUES ('confirmed', e.confirmed_at), ('settled', e.settled_at), ('compensated', e.compensated_at)) c (what, at)
           WHERE c.at > p_now OR c.at < e.requested_at LIMIT 1)
         UNION ALL
+        -- The API sets confirmed_at, settled_at and compensated_at just
+        -- before the event that records the change: each lies between that
+        -- event and the one before it (or the request).
+        (SELECT format('effects: effect %s %s at %s, not between event seq %s (%s) and the one before it (%s)',
+                       x.effect_id, x.what, x.stamp, x.seq, x.at, x.before)
+           FROM (SELECT w.effect_id, w.seq, w.at, w.before, c.what, c.stamp
+                   FROM (SELECT v.effect_id, v.seq, v.at, v.from_state, v.to_state,
+                                coalesce(lag(v.at) OVER (PARTITION BY v.effect_id ORDER BY v.seq), e.requested_at) AS before,
+                                row_number() OVER (PARTITION BY v.effect_id, v.to_state IN ('applied', 'failed') ORDER BY v.seq) AS nth,
+                                e.confirmed_at, e.settled_at, e.compensated_at
+                           FROM v JOIN e ON e.id = v.effect_id) w
+                  CROSS JOIN LATERAL (VALUES
+                        ('confirmed', w.confirmed_at, w.from_state = 'awaiting_confirmation' AND w.to_state = 'pending'),
+                        ('settled', w.settled_at, w.to_state IN ('applied', 'failed') AND w.nth = 1),
+                        ('compensated', w.compensated_at, w.to_state = 'compensated')) c (what, stamp, this)
+                  WHERE c.this AND c.stamp IS NOT NULL AND (c.stamp > w.at OR c.stamp < w.before)) x LIMIT 1)
+        UNION ALL
         (SELECT format('effect_events: event seq %s of effect %s at %s, %s', x.seq, x.effect_id, x.at, CASE
                     WHEN x.at > p_now THEN 'after the import'
                     WHEN x.at < x.requested_at THEN 'before the effect was requested'

@@ -89,6 +89,10 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 		{"an effect settled in 2099", edit(func(x map[string]any) {
 			docRow(t, x, "effects", "state", "compensated")["settled_at"] = "2099-01-01T00:00:00+00:00"
 		}), []string{"effects: effect", "settled at 2099", "after the import"}},
+		{"an effect settled when it was confirmed, before its settling event's turn", edit(func(x map[string]any) {
+			e := docRow(t, x, "effects", "confirmed_by", "bob")
+			e["settled_at"] = e["confirmed_at"]
+		}), []string{"effects: effect", "settled at", "not between event seq"}},
 		{"an effect confirmed before it was requested", edit(func(x map[string]any) {
 			e := docRow(t, x, "effects", "confirmed_by", "bob")
 			requested, err := time.Parse(time.RFC3339Nano, e["requested_at"].(string))

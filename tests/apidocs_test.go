@@ -261,7 +261,7 @@ func TestAPIDocsValues(t *testing.T) {
 		"settle_effect(p_state)":             {"applied", "failed"},
 		"request_messages(p_format)":         {"openai", "anthropic"},
 		"request_digest(p_format)":           {"openai", "anthropic"},
-		"move_head(p_reason)":                {"~^[a-z][a-z0-9_]{0,62}$", "!create", "!direct_update"},
+		"move_head(p_reason)":                {"~^[a-z][a-z0-9_]{0,62}$", "!create", "!import", "!direct_update"},
 		"path(branch_reason)":                {"user_edit", "regenerate", "branch"},
 		"alternatives(branch_reason)":        {"user_edit", "regenerate", "branch"},
 		"effect_for_call(decision)":          {"execute", "reuse", "confirm", "rejected", "replay"},

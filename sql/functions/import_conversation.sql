@@ -14,8 +14,9 @@
 -- the caller; when; the document's keyed digest), and every row it writes
 -- names that record (import_id), so a restored row is told from one
 -- written here. The tree goes in through write_messages, the rest as the
--- document has it, once checked. A repeat is a no-op returning the id; the
--- id with other content is CV009.
+-- document has it, once checked. A repeat is a no-op returning the id,
+-- also when it waited for the first to commit (a retry); the id with other
+-- content is CV009.
 CREATE OR REPLACE FUNCTION convo.import_conversation(p_owner_id text, p_export jsonb)
 RETURNS uuid
 LANGUAGE plpgsql
@@ -37,6 +38,7 @@ DECLARE
     v_digest    text;
     v_existing  convo.conversations;
     v_problem   text;
+    v_stored    jsonb;
     v_ids       uuid[];
     v_parents   uuid[];
     v_roles     text[];
@@ -46,6 +48,10 @@ DECLARE
     v_state     text;
     v_table     text;
     v_constraint text;
+    v_column    text;
+    v_message   text;
+    v_check     text;
+    v_row       text;
 BEGIN
     PERFORM convo_private.check_import_owner(p_owner_id);
 
@@ -160,6 +166,16 @@ BEGIN
                 (v_conv ->> 'archived')::boolean, (v_conv ->> 'last_activity_at')::timestamptz)
         ON CONFLICT (id) DO NOTHING;
         IF NOT FOUND THEN
+            -- The insert waited for another session's restore under this
+            -- id, now committed: a retry of the same document (its digest
+            -- on record) is a repeat, as above, and writes nothing.
+            IF EXISTS (SELECT 1 FROM convo.conversations c WHERE c.id = v_id AND c.owner_id = p_owner_id)
+               AND (EXISTS (SELECT 1 FROM convo.imports i
+                             WHERE i.conversation_id = v_id AND i.format = 'pgconvo' AND i.import_id IS NULL
+                               AND i.digest = v_digest)
+                    OR convo_private.export_of(v_id)::text = p_export::text) THEN
+                RETURN v_id;
+            END IF;
             RAISE EXCEPTION 'conversation id % was taken meanwhile', v_id
                 USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
         END IF;
@@ -291,17 +307,77 @@ BEGIN
             OR (jsonb_typeof(p_export -> k) <> 'array' AND (s.stored -> k)::text IS DISTINCT FROM (p_export -> k)::text)
          ORDER BY array_position(v_keys, k) LIMIT 1;
         IF FOUND THEN
+            -- Which row (by its place and id, seq or key in the document)
+            -- and which of its fields, so that a large document's fault is
+            -- found: one pass over the key's rows.
+            v_stored := convo_private.export_of(v_id);
+            SELECT format('row %s of the array%s, field %s', x.n, coalesce(' (' || x.name || ')', ''), coalesce(x.field, 'the row'))
+              INTO v_problem
+              FROM (SELECT coalesce(g.n, s.n) AS n,
+                           coalesce('id ' || (g.raw ->> 'id'), 'seq ' || (g.raw ->> 'seq'), 'call ' || (g.raw ->> 'tool_call_id'),
+                                    'message ' || (g.raw ->> 'message_id'), 'tool ' || (g.raw ->> 'name')) AS name,
+                           (SELECT f.k FROM (SELECT jsonb_object_keys(g.elem) UNION SELECT jsonb_object_keys(s.elem)) f (k)
+                             WHERE (g.elem -> f.k)::text IS DISTINCT FROM (s.elem -> f.k)::text ORDER BY f.k LIMIT 1) AS field
+                      FROM (SELECT r.elem AS raw, r.elem - v_assigned AS elem, r.n
+                              FROM jsonb_array_elements(p_export -> v_key) WITH ORDINALITY r (elem, n)) g
+                      FULL JOIN (SELECT r.elem - v_assigned AS elem, row_number() OVER (ORDER BY r.n) AS n
+                                   FROM jsonb_array_elements(v_stored -> v_key) WITH ORDINALITY r (elem, n)
+                                  WHERE NOT (v_key = 'imports' AND r.elem ->> 'id' = v_import::text)) s ON s.n = g.n
+                     WHERE g.elem::text IS DISTINCT FROM s.elem::text
+                     ORDER BY 1 LIMIT 1) x
+             WHERE jsonb_typeof(p_export -> v_key) = 'array';
+            IF jsonb_typeof(p_export -> v_key) = 'object' THEN
+                SELECT format('field %s', f.k) INTO v_problem
+                  FROM (SELECT jsonb_object_keys(p_export -> v_key)
+                        UNION SELECT jsonb_object_keys(v_stored -> v_key)) f (k)
+                 WHERE (p_export -> v_key -> f.k)::text IS DISTINCT FROM (v_stored -> v_key -> f.k)::text
+                 ORDER BY f.k LIMIT 1;
+            END IF;
             RAISE EXCEPTION 'the export does not read back identically: its "%" differs from what it stores', v_key
-                USING ERRCODE = 'CV011', DETAIL = format('conversation %s, key %s', v_id, v_key),
+                USING ERRCODE = 'CV011', DETAIL = format('conversation %s, key %s%s', v_id, v_key, coalesce(', ' || v_problem, '')),
                       HINT = 'Import exactly what export_conversation wrote: rows with all their columns, as it spells them.';
         END IF;
     EXCEPTION
         WHEN integrity_constraint_violation OR data_exception THEN
-            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_table = TABLE_NAME, v_constraint = CONSTRAINT_NAME;
+            -- The column and the server's message too: a NULL or a cast
+            -- that fails names its column and value there.
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_table = TABLE_NAME, v_constraint = CONSTRAINT_NAME,
+                                    v_column = COLUMN_NAME, v_message = MESSAGE_TEXT;
+            -- The row: a CHECK or NOT NULL that failed is read again over
+            -- the document's rows of that table (one pass, on this path
+            -- only), and the first row it refuses is named by its place and
+            -- its id, seq or key. The table and the rule come from the
+            -- catalog, never from the document.
+            v_key := CASE v_table WHEN 'messages' THEN 'messages' WHEN 'conversation_head_log' THEN 'head_log'
+                                  WHEN 'conversation_changes' THEN 'changes' WHEN 'generations' THEN 'generations'
+                                  WHEN 'tool_effect_calls' THEN 'tool_calls' WHEN 'tool_effects' THEN 'effects'
+                                  WHEN 'tool_effect_events' THEN 'effect_events' WHEN 'erasures' THEN 'erasures'
+                                  WHEN 'import_origins' THEN 'origins' WHEN 'imports' THEN 'imports' END;
+            v_check := CASE WHEN v_state = '23502' AND nullif(v_column, '') IS NOT NULL THEN format('%I IS NOT NULL', v_column)
+                            WHEN v_state = '23514' THEN
+                                (SELECT regexp_replace(pg_get_constraintdef(c.oid), '^CHECK \((.*)\)( NOT VALID)?$', '\1')
+                                   FROM pg_constraint c
+                                  WHERE c.conrelid = format('convo.%I', v_table)::regclass AND c.conname = v_constraint AND c.contype = 'c') END;
+            IF v_key IS NOT NULL AND v_check IS NOT NULL AND jsonb_typeof(p_export -> v_key) = 'array' THEN
+              BEGIN
+                EXECUTE format('SELECT format(%L, j.n, coalesce(%L || (j.elem ->> %L), %L || (j.elem ->> %L), %L || (j.elem ->> %L), %L || (j.elem ->> %L), %L))
+                                  FROM jsonb_array_elements($1) WITH ORDINALITY j (elem, n),
+                                       LATERAL jsonb_populate_record(NULL::convo.%I, j.elem) r
+                                 WHERE (%s) IS NOT TRUE
+                                 ORDER BY j.n LIMIT 1',
+                               ', ' || v_key || ' row %s of the array (%s)', 'id ', 'id', 'seq ', 'seq', 'call ', 'tool_call_id',
+                               'message ', 'message_id', 'no id', v_table,
+                               CASE WHEN v_state = '23502' THEN v_check ELSE format('(%s) IS NOT FALSE', v_check) END)
+                   INTO v_row USING p_export -> v_key;
+              EXCEPTION WHEN OTHERS THEN
+                v_row := NULL; -- a row that cannot be read again is not named
+              END;
+            END IF;
             RAISE EXCEPTION 'the export is not well formed'
                 USING ERRCODE = 'CV011',
-                      DETAIL = format('conversation %s, SQLSTATE %s, table %s, constraint %s', v_id, v_state,
-                                      coalesce(nullif(v_table, ''), 'none'), coalesce(nullif(v_constraint, ''), 'none'));
+                      DETAIL = format('conversation %s%s, SQLSTATE %s, table %s, constraint %s, column %s: %s', v_id, coalesce(v_row, ''), v_state,
+                                      coalesce(nullif(v_table, ''), 'none'), coalesce(nullif(v_constraint, ''), 'none'),
+                                      coalesce(nullif(v_column, ''), 'none'), left(v_message, 200));
     END;
 
     RETURN v_id;

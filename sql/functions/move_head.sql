@@ -1,7 +1,8 @@
 -- move_head: a branch switch: the head names any message of the conversation,
 -- moved through write_messages (no new message). p_reason is free text in
--- lower snake case; 'create' and 'direct_update' are kept for the
--- database's own log rows. Moving to where the head is writes nothing.
+-- lower snake case; 'create', 'import' and 'direct_update' are kept for the
+-- database's own log rows (each begins a log, or marks a change outside the
+-- API, and a restore reads them so). Moving to where the head is writes nothing.
 CREATE OR REPLACE FUNCTION convo.move_head(
     p_conversation_id uuid,
     p_message_id      uuid,
@@ -16,10 +17,10 @@ AS $$
 DECLARE
     v_head uuid;
 BEGIN
-    IF p_reason IS NULL OR p_reason !~ '^[a-z][a-z0-9_]{0,62}$' OR p_reason IN ('create', 'direct_update') THEN
+    IF p_reason IS NULL OR p_reason !~ '^[a-z][a-z0-9_]{0,62}$' OR p_reason IN ('create', 'import', 'direct_update') THEN
         RAISE EXCEPTION 'invalid head-move reason %', coalesce(quote_literal(p_reason), 'NULL')
             USING ERRCODE = 'CV011', DETAIL = format('conversation %s, message %s', p_conversation_id, p_message_id),
-                  HINT = 'A reason is 1 to 63 characters of a-z, 0-9 and _, starting with a letter; create and direct_update are reserved.';
+                  HINT = 'A reason is 1 to 63 characters of a-z, 0-9 and _, starting with a letter; create, import and direct_update are reserved.';
     END IF;
     v_head := convo_private.lock_conversation(p_conversation_id);
     PERFORM convo_private.message_ref(p_conversation_id, p_message_id);

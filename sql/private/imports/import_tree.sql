@@ -3,7 +3,8 @@
 -- "Times", "Sibling order and branch reasons", "The head", "Nothing is
 -- lost") written as one new conversation. Imported messages are the nodes
 -- whose message is an object; each hangs under its nearest imported
--- ancestor (import_walk) with its original time; siblings are inserted in
+-- ancestor (import_walk) with its original time, or the import's where the
+-- source's is later (kept in the node); siblings are inserted in
 -- the order (time, position in the source parent's children, key bytewise),
 -- which is their sibling_index, with branch reasons by role; the head is
 -- the nearest imported node at or above p_current, else the latest leaf;
@@ -69,13 +70,16 @@ BEGIN
     SELECT coalesce(array_agg(n.key ORDER BY n.idx), '{}'),
            coalesce(array_agg(coalesce(p.idx, 0) ORDER BY n.idx), '{}'),
            coalesce(array_agg(jsonb_typeof(n.message) IS NOT DISTINCT FROM 'object' ORDER BY n.idx), '{}'),
-           coalesce(array_agg(n.at ORDER BY n.idx), '{}'),
+           -- A source time after the import is the import's (the node keeps
+           -- the source's): nothing here is dated ahead of when it was written.
+           -- (Not least(), which would date a node with no time too.)
+           coalesce(array_agg(CASE WHEN n.at > v_now THEN v_now ELSE n.at END ORDER BY n.idx), '{}'),
            coalesce(jsonb_object_agg(n.key, n.node) FILTER (WHERE jsonb_typeof(n.message) IS DISTINCT FROM 'object'), '{}')
       INTO v_keys, v_parent, v_imported, v_time, v_dropped
       FROM n LEFT JOIN n p ON p.key = n.parent_key;
 
     SELECT * INTO v_imp, v_depth, v_at
-      FROM convo_private.import_walk(v_keys, v_parent, v_imported, v_time, coalesce(p_conv_time, v_now), p_where);
+      FROM convo_private.import_walk(v_keys, v_parent, v_imported, v_time, least(coalesce(p_conv_time, v_now), v_now), p_where);
 
     -- The messages: role and parts (given the imported parent), sibling
     -- order and branch reason; and the children lists' disagreements.
@@ -174,7 +178,7 @@ BEGIN
     END IF;
 
     v_title := left(convo_private.nonempty_text(p_metadata -> 'title'), convo_private.max_title_length());
-    v_created := coalesce(p_conv_time, (SELECT min(a) FROM unnest(m_at) AS a), v_now);
+    v_created := least(coalesce(p_conv_time, (SELECT min(a) FROM unnest(m_at) AS a), v_now), v_now);
     INSERT INTO convo.conversations (id, owner_id, metadata, created_at, title, last_activity_at)
     VALUES (p_conversation_id, p_owner_id, v_metadata, v_created, v_title, v_created)
     ON CONFLICT (id) DO NOTHING;

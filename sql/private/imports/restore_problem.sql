@@ -5,23 +5,32 @@
 -- links and amounts) is ledger_problems', after. In one pass each:
 --   references: every id the document names is in it, and the chains hold
 --   (parents, depths, the head log ending at the head, effects' events from
---   'requested' to their state);
---   numbers: a head-log or event seq appears once (import_conversation
---   renumbers them, keeping their order);
+--   'requested' to their state, each effect created by one call); an
+--   origin's format has an import in the document's record of imports;
+--   numbers: a head-log, change or event seq is there and appears once
+--   (import_conversation renumbers them, keeping their order);
 --   reasons: the head log's are the API's ('direct_update' is never
---   restored; 'create' and 'import' only begin a log);
+--   restored; 'create' and 'import' only begin a log, 'import' with an
+--   import from another product in the document);
 --   keys: an effect's idempotency key is its scope key, the re-run key of
 --   its confirmation, or (sent before digests were keyed) a plain digest of
 --   its scope;
---   times, in order: nothing after p_now or before the conversation, a head
+--   generations: a completed one's message is an assistant answer to its
+--   prompt (the generations guard's rule for a direct write);
+--   times: each is there and finite; in order: nothing after p_now or
+--   before the conversation, the last activity not before it, a head
 --   move not before its message, events of an effect in order and not
---   before it, an effect not before its call, a call not before its
+--   before it, an effect not before its call nor confirmed, settled or
+--   compensated before it was requested, a call not before its
 --   message, a generation not before its prompt nor ending before it began;
 --   a message not before its parent unless it came from another product
---   (an origin), whose times are the source's;
+--   (an origin), whose times are the source's, but not after the import of
+--   its format;
 --   erasures: one is restored only where every copy of the content from
---   before it is redacted, each place is one erasure writes, and no count
---   is more than the rows there;
+--   before it is redacted (the earliest unredacted row of each kind against
+--   the first erasure after it: linear), each place is one erasure writes,
+--   and no count is more than the rows there; an erased attachment is
+--   under an erasure;
 --   imports: the document's records are of this owner, of a known format,
 --   and not after p_now;
 --   changes: the change log (title, archive state) is a chain from none to
@@ -52,8 +61,15 @@ BEGIN
                       LATERAL jsonb_populate_record(NULL::convo.erasures, j.elem) x),
          i AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.imports, p_export -> 'imports')),
          ch AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.conversation_changes, p_export -> 'changes')),
-         -- Messages that came from another product keep the source's times.
-         mo AS (SELECT m.*, EXISTS (SELECT 1 FROM o WHERE o.message_id = m.id) AS imported FROM m),
+         -- Messages that came from another product keep the source's times
+         -- (but none after the import of their format): their origin's
+         -- format and the latest import of it in the document.
+         io AS (SELECT i.format, max(i.imported_at) AS imported_at FROM i GROUP BY i.format),
+         mo AS (SELECT m.*, x.source, x.message_id IS NOT NULL AS imported, io.imported_at AS source_imported_at
+                  FROM m
+                  LEFT JOIN (SELECT DISTINCT ON (o.message_id) o.message_id, o.source FROM o ORDER BY o.message_id) x
+                    ON x.message_id = m.id
+                  LEFT JOIN io ON io.format = x.source),
          -- How many rows of each place the document holds, for erasure counts.
          counts (place, n) AS (VALUES
              ('messages', (SELECT count(*) FROM m)),
@@ -66,8 +82,25 @@ BEGIN
              ('imports', (SELECT count(*) FROM i)),
              ('conversation_changes', (SELECT count(*) FROM ch)))
     SELECT p INTO v_problem FROM (
+        -- Numbers: each row of a numbered log has its seq (its order).
+        (SELECT format('%s: row %s of the array has no seq', x.key, x.n)
+           FROM (SELECT k.key, j.n FROM unnest(ARRAY['head_log', 'changes', 'effect_events']) k (key),
+                        jsonb_array_elements(p_export -> k.key) WITH ORDINALITY j (elem, n)
+                  WHERE jsonb_typeof(j.elem -> 'seq') IS DISTINCT FROM 'number') x LIMIT 1)
+        UNION ALL
         -- References.
         (SELECT format('messages: message %s appears twice', m.id) FROM m GROUP BY m.id HAVING count(*) > 1 LIMIT 1)
+        UNION ALL
+        -- Each row of the other keys once, by its key, named before an
+        -- insert would fail on it.
+        (SELECT format('%s: %s appears twice', x.key, x.name)
+           FROM (SELECT 'generations' AS key, 'generation ' || g.id AS name FROM g
+                 UNION ALL SELECT 'tool_calls', 'call ' || k.tool_call_id FROM k
+                 UNION ALL SELECT 'effects', 'effect ' || e.id FROM e
+                 UNION ALL SELECT 'erasures', 'erasure ' || r.id FROM r
+                 UNION ALL SELECT 'imports', 'import ' || i.id FROM i
+                 UNION ALL SELECT 'tools', format('tool %s version %s', t.name, t.version) FROM t) x
+          GROUP BY x.key, x.name HAVING count(*) > 1 LIMIT 1)
         UNION ALL
         -- A parent missing, else a depth that is not its parent's plus one:
         -- one join of every message with its parent (ordered, so it is a
@@ -81,6 +114,14 @@ BEGIN
                      OR c.depth IS DISTINCT FROM CASE WHEN c.parent_id IS NULL THEN 0 ELSE p.depth + 1 END) x
           ORDER BY x.orphan DESC
           LIMIT 1)
+        UNION ALL
+        -- Siblings numbered from 1 in order, a branch reason on every one
+        -- but the first (write_messages places them so), named here by id.
+        (SELECT format('messages: message %s has sibling_index %s and branch_reason %s, its place among its siblings is %s', x.id,
+                       coalesce(x.sibling_index::text, 'none'), coalesce(x.branch_reason, 'none'), x.place)
+           FROM (SELECT m.id, m.sibling_index, m.branch_reason,
+                        row_number() OVER (PARTITION BY m.parent_id ORDER BY m.sibling_index) AS place FROM m) x
+          WHERE x.sibling_index IS DISTINCT FROM x.place OR (x.place = 1) <> (x.branch_reason IS NULL) LIMIT 1)
         UNION ALL
         (SELECT format('conversation: head %s is not in the tree', v_conv ->> 'head_message_id')
           WHERE v_conv ->> 'head_message_id' IS NOT NULL
@@ -118,6 +159,23 @@ BEGIN
         (SELECT format('tool_calls: call %s names tool %s version %s, which is not in the export', k.tool_call_id, k.tool_name, k.tool_version)
            FROM k WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.name = k.tool_name AND t.version = k.tool_version) LIMIT 1)
         UNION ALL
+        -- A call links the tool_use part of its message at its ordinal (its
+        -- id, and its effect's tool), as self_check's effects_linked requires.
+        (SELECT format('tool_calls: call %s links part %s of message %s, which is not its tool_use', k.tool_call_id, k.ordinal, k.message_id)
+           FROM k JOIN m ON m.id = k.message_id
+           LEFT JOIN e ON e.id = k.effect_id
+          WHERE (CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts -> k.ordinal END) ->> 'type' IS DISTINCT FROM 'tool_use'
+             OR m.parts -> k.ordinal ->> 'id' IS DISTINCT FROM k.tool_call_id
+             OR (e.id IS NOT NULL AND m.parts -> k.ordinal ->> 'name' IS DISTINCT FROM e.tool_name) LIMIT 1)
+        UNION ALL
+        -- Every effect was created by exactly one call (execute, confirm or
+        -- rejected), as self_check's effects_linked requires.
+        (SELECT format('effects: effect %s has %s creating calls in the export, not one', x.id, x.n)
+           FROM (SELECT e.id, count(k.tool_call_id) AS n
+                   FROM e LEFT JOIN k ON k.effect_id = e.id AND k.decision IS DISTINCT FROM 'reuse'
+                  GROUP BY e.id) x
+          WHERE x.n <> 1 LIMIT 1)
+        UNION ALL
         (SELECT format('effects: effect %s repeats effect %s, which is not in the export', e.id, e.repeats_effect_id)
            FROM e WHERE e.repeats_effect_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM e r WHERE r.id = e.repeats_effect_id) LIMIT 1)
         UNION ALL
@@ -130,6 +188,19 @@ BEGIN
            FROM o WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.id = o.message_id) LIMIT 1)
         UNION ALL
         (SELECT format('origins: message %s has two origins', o.message_id) FROM o GROUP BY o.message_id HAVING count(*) > 1 LIMIT 1)
+        UNION ALL
+        -- An origin is written by an import of its format, which the
+        -- document's record of imports holds.
+        (SELECT format('origins: the origin of message %s is of format %s, and the export has no import of format %s',
+                       o.message_id, coalesce(o.source, 'none'), coalesce(o.source, 'none'))
+           FROM o WHERE o.source IS NULL OR o.source = 'pgconvo' OR NOT EXISTS (SELECT 1 FROM io WHERE io.format = o.source) LIMIT 1)
+        UNION ALL
+        -- And the message it is the origin of was written by that import
+        -- (its import_id names it), or carried by a restore that names it.
+        (SELECT format('origins: the origin of message %s is of format %s, but the message names import %s, not one of that format',
+                       m.id, m.source, coalesce(m.import_id::text, 'none'))
+           FROM mo m LEFT JOIN i ON i.id = m.import_id
+          WHERE m.imported AND (i.id IS NULL OR i.format NOT IN (m.source, 'pgconvo')) LIMIT 1)
         UNION ALL
         (SELECT format('effect_events: event seq %s names effect %s, which is not in the export', v.seq, v.effect_id)
            FROM v WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.id = v.effect_id) LIMIT 1)
@@ -154,6 +225,12 @@ BEGIN
            FROM (SELECT l.seq, l.reason, row_number() OVER (ORDER BY l.seq) AS n FROM l) x
           WHERE x.reason IN ('create', 'import') AND x.n > 1 ORDER BY x.seq LIMIT 1)
         UNION ALL
+        -- A log begun by an import is begun by one of the document's
+        -- imports from another product (as an origin is written by one).
+        (SELECT format('head_log: row seq %s has reason import, and the export has no import from another product', x.seq)
+           FROM (SELECT l.seq, l.reason FROM l ORDER BY l.seq LIMIT 1) x
+          WHERE x.reason = 'import' AND NOT EXISTS (SELECT 1 FROM io WHERE io.format IN ('chatgpt', 'openwebui', 'librechat')))
+        UNION ALL
         -- Keys.
         (SELECT format('effects: effect %s has idempotency key %s, which is neither its scope key nor its re-run''s key', e.id, e.idempotency_key)
            FROM e
@@ -164,12 +241,48 @@ BEGIN
                      AND e.idempotency_key ~ ('^' || split_part(e.scope_key, ':', 1) || ':[0-9a-f]{64}$'))
           LIMIT 1)
         UNION ALL
-        -- Times.
+        -- Times: each one the database writes is there and finite (a
+        -- column that may be NULL is finite when set), then in order.
+        (SELECT format('%s: %s%s %s, not a finite time', x.key, x.row_name, x.col, coalesce(x.at::text, 'none'))
+           FROM (SELECT 'conversation' AS key, '' AS row_name, 'created_at' AS col, v_created AS at, true AS required
+                 UNION ALL
+                 SELECT 'conversation', '', 'last_activity_at', (v_conv ->> 'last_activity_at')::timestamptz, true
+                 UNION ALL
+                 SELECT 'messages', format('message %s ', m.id), 'created_at', m.created_at, true FROM m
+                 UNION ALL
+                 SELECT 'head_log', format('row seq %s ', l.seq), 'moved_at', l.moved_at, true FROM l
+                 UNION ALL
+                 SELECT 'changes', format('row seq %s ', ch.seq), 'changed_at', ch.changed_at, true FROM ch
+                 UNION ALL
+                 SELECT 'generations', format('generation %s ', g.id), c.col, c.at, c.required
+                   FROM g, LATERAL (VALUES ('started_at', g.started_at, true), ('finished_at', g.finished_at, false)) c (col, at, required)
+                 UNION ALL
+                 SELECT 'tool_calls', format('call %s ', k.tool_call_id), 'decided_at', k.decided_at, true FROM k
+                 UNION ALL
+                 SELECT 'effects', format('effect %s ', e.id), c.col, c.at, c.required
+                   FROM e, LATERAL (VALUES ('requested_at', e.requested_at, true), ('deadline_at', e.deadline_at, true),
+                                           ('confirmed_at', e.confirmed_at, false), ('settled_at', e.settled_at, false),
+                                           ('compensated_at', e.compensated_at, false)) c (col, at, required)
+                 UNION ALL
+                 SELECT 'effect_events', format('event seq %s ', v.seq), 'at', v.at, true FROM v
+                 UNION ALL
+                 SELECT 'erasures', format('erasure %s ', r.id), 'erased_at', r.erased_at, true FROM r
+                 UNION ALL
+                 SELECT 'imports', format('import %s ', i.id), 'imported_at', i.imported_at, true FROM i) x
+          WHERE (x.at IS NULL AND x.required) OR NOT isfinite(x.at) LIMIT 1)
+        UNION ALL
         (SELECT format('conversation: created_at %s is after the import', v_created) WHERE v_created > p_now)
         UNION ALL
+        (SELECT format('conversation: last activity at %s, before the conversation (%s)', v_conv ->> 'last_activity_at', v_created)
+          WHERE (v_conv ->> 'last_activity_at')::timestamptz < v_created)
+        UNION ALL
+        -- A message from another product may be older than the conversation
+        -- or its parent (the source's times), but none is after the import.
         (SELECT format('messages: message %s created at %s, %s', m.id, m.created_at,
-                       CASE WHEN m.created_at > p_now THEN 'after the import' ELSE 'before the conversation' END)
-           FROM mo m WHERE NOT m.imported AND (m.created_at > p_now OR m.created_at < v_created) LIMIT 1)
+                       CASE WHEN m.created_at > p_now OR m.imported THEN 'after the import' ELSE 'before the conversation' END)
+           FROM mo m
+          WHERE m.created_at > p_now OR (NOT m.imported AND m.created_at < v_created)
+             OR (m.imported AND m.created_at > m.source_imported_at) LIMIT 1)
         UNION ALL
         (SELECT format('messages: message %s created at %s, before its parent %s (%s)', c.id, c.created_at, p.id, p.created_at)
            FROM mo c JOIN mo p ON p.id = c.parent_id
@@ -185,6 +298,14 @@ BEGIN
         UNION ALL
         (SELECT format('head_log: row seq %s moved at %s to message %s, created later (%s)', l.seq, l.moved_at, m.id, m.created_at)
            FROM l JOIN mo m ON m.id = l.head_message_id WHERE NOT m.imported AND l.moved_at < m.created_at ORDER BY l.seq LIMIT 1)
+        UNION ALL
+        -- A completed generation's message is an assistant answer to its
+        -- prompt, as the generations guard requires of a direct write.
+        (SELECT format('generations: generation %s is completed by message %s, not an assistant answer to its prompt %s',
+                       g.id, g.message_id, g.prompt_message_id)
+           FROM g LEFT JOIN m ON m.id = g.message_id
+          WHERE g.state = 'completed'
+            AND (m.id IS NULL OR m.parent_id IS DISTINCT FROM g.prompt_message_id OR m.role IS DISTINCT FROM 'assistant') LIMIT 1)
         UNION ALL
         (SELECT format('generations: generation %s %s', g.id, CASE
                     WHEN g.started_at > p_now OR g.finished_at > p_now THEN 'is dated after the import'
@@ -204,6 +325,28 @@ BEGIN
            FROM e JOIN k ON k.effect_id = e.id AND k.decision IN ('execute', 'confirm', 'rejected')
            JOIN mo m ON m.id = k.message_id
           WHERE e.requested_at > p_now OR (NOT m.imported AND e.requested_at < m.created_at) LIMIT 1)
+        UNION ALL
+        (SELECT format('effects: effect %s %s at %s, %s', e.id, c.what, c.at,
+                       CASE WHEN c.at > p_now THEN 'after the import' ELSE 'before it was requested' END)
+           FROM e, LATERAL (VALUES ('confirmed', e.confirmed_at), ('settled', e.settled_at), ('compensated', e.compensated_at)) c (what, at)
+          WHERE c.at > p_now OR c.at < e.requested_at LIMIT 1)
+        UNION ALL
+        -- The API sets confirmed_at, settled_at and compensated_at just
+        -- before the event that records the change: each lies between that
+        -- event and the one before it (or the request).
+        (SELECT format('effects: effect %s %s at %s, not between event seq %s (%s) and the one before it (%s)',
+                       x.effect_id, x.what, x.stamp, x.seq, x.at, x.before)
+           FROM (SELECT w.effect_id, w.seq, w.at, w.before, c.what, c.stamp
+                   FROM (SELECT v.effect_id, v.seq, v.at, v.from_state, v.to_state,
+                                coalesce(lag(v.at) OVER (PARTITION BY v.effect_id ORDER BY v.seq), e.requested_at) AS before,
+                                row_number() OVER (PARTITION BY v.effect_id, v.to_state IN ('applied', 'failed') ORDER BY v.seq) AS nth,
+                                e.confirmed_at, e.settled_at, e.compensated_at
+                           FROM v JOIN e ON e.id = v.effect_id) w
+                  CROSS JOIN LATERAL (VALUES
+                        ('confirmed', w.confirmed_at, w.from_state = 'awaiting_confirmation' AND w.to_state = 'pending'),
+                        ('settled', w.settled_at, w.to_state IN ('applied', 'failed') AND w.nth = 1),
+                        ('compensated', w.compensated_at, w.to_state = 'compensated')) c (what, stamp, this)
+                  WHERE c.this AND c.stamp IS NOT NULL AND (c.stamp > w.at OR c.stamp < w.before)) x LIMIT 1)
         UNION ALL
         (SELECT format('effect_events: event seq %s of effect %s at %s, %s', x.seq, x.effect_id, x.at, CASE
                     WHEN x.at > p_now THEN 'after the import'
@@ -230,13 +373,15 @@ BEGIN
                    FROM ch WHERE ch.field IN ('title', 'archived')) x
           WHERE x.old_value IS DISTINCT FROM x.before ORDER BY x.seq LIMIT 1)
         UNION ALL
-        (SELECT format('changes: the log leaves the %s %s, the conversation holds %s', f.field, coalesce(f.logged, 'none'),
-                       coalesce(f.held, 'none'))
-           FROM (SELECT 'title' AS field, v_conv ->> 'title' AS held,
-                        (SELECT ch.new_value FROM ch WHERE ch.field = 'title' ORDER BY ch.seq DESC LIMIT 1) AS logged
+        (SELECT format('changes: the log leaves the %s %s (%s), the conversation holds %s', f.field, coalesce(f.logged, 'none'),
+                       coalesce('row seq ' || f.seq, 'no row'), coalesce(f.held, 'none'))
+           FROM (SELECT 'title' AS field, v_conv ->> 'title' AS held, x.new_value AS logged, x.seq
+                   FROM (SELECT NULL) one
+                   LEFT JOIN (SELECT ch.new_value, ch.seq FROM ch WHERE ch.field = 'title' ORDER BY ch.seq DESC LIMIT 1) x ON true
                  UNION ALL
-                 SELECT 'archived', v_conv ->> 'archived',
-                        coalesce((SELECT ch.new_value FROM ch WHERE ch.field = 'archived' ORDER BY ch.seq DESC LIMIT 1), 'false')) f
+                 SELECT 'archived', v_conv ->> 'archived', coalesce(x.new_value, 'false'), x.seq
+                   FROM (SELECT NULL) one
+                   LEFT JOIN (SELECT ch.new_value, ch.seq FROM ch WHERE ch.field = 'archived' ORDER BY ch.seq DESC LIMIT 1) x ON true) f
           WHERE f.held IS DISTINCT FROM f.logged LIMIT 1)
         UNION ALL
         (SELECT format('changes: row seq %s changed at %s, %s', ch.seq, ch.changed_at,
@@ -255,49 +400,77 @@ BEGIN
                        CASE WHEN r.erased_at > p_now THEN 'after the import' ELSE 'before the conversation' END)
            FROM r WHERE r.erased_at > p_now OR r.erased_at < v_created LIMIT 1)
         UNION ALL
-        (SELECT format('erasures: erasure %s, but %s', r.id, x.what)
-           FROM r CROSS JOIN LATERAL (
-                SELECT format('message %s, created before it, is not redacted', m.id) AS what
-                  FROM m WHERE m.created_at <= r.erased_at
-                   AND m.parts::text IS DISTINCT FROM (convo_private.redact_row('messages', to_jsonb(m)) -> 'parts')::text
-                UNION ALL
-                SELECT 'the conversation''s metadata is not redacted' WHERE v_conv -> 'metadata' IS DISTINCT FROM '{}'::jsonb
-                UNION ALL
-                SELECT format('change seq %s, before it, holds a title', ch.seq)
-                  FROM ch WHERE ch.field = 'title' AND ch.changed_at <= r.erased_at
-                   AND (ch.old_value IS NOT NULL OR ch.new_value IS NOT NULL)
-                UNION ALL
-                SELECT 'the conversation''s title, set before it, is not redacted'
-                 WHERE v_conv ->> 'title' IS NOT NULL
-                   AND NOT EXISTS (SELECT 1 FROM ch WHERE ch.field = 'title' AND ch.changed_at > r.erased_at)
-                UNION ALL
-                SELECT format('generation %s, started before it, is not redacted', g.id)
-                  FROM g WHERE g.started_at <= r.erased_at
-                   AND to_jsonb(g)::text IS DISTINCT FROM convo_private.redact_row('generations', to_jsonb(g))::text
-                UNION ALL
-                SELECT format('effect %s, requested before it, is not redacted', e.id)
-                  FROM e WHERE e.requested_at <= r.erased_at AND e.arguments IS DISTINCT FROM '{}'::jsonb
-                UNION ALL
-                SELECT format('event seq %s, before it, is not redacted', v.seq)
-                  FROM v WHERE v.at <= r.erased_at AND v.evidence IS DISTINCT FROM '{}'::jsonb
-                UNION ALL
-                SELECT format('the origin of message %s is not redacted', o.message_id)
-                  FROM o JOIN m ON m.id = o.message_id
-                 WHERE m.created_at <= r.erased_at AND o.node IS DISTINCT FROM '{"erased": true}'::jsonb
-                UNION ALL
-                SELECT format('place %s is not one an erasure writes', x.place)
-                  FROM jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
-                       x (place text, rows_redacted bigint)
-                  LEFT JOIN counts c ON c.place = x.place
-                 WHERE c.place IS NULL
-                UNION ALL
-                SELECT format('place %s counts %s rows, the export holds %s', x.place, x.rows_redacted, c.n)
-                  FROM jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
-                       x (place text, rows_redacted bigint)
-                  JOIN counts c ON c.place = x.place
-                 WHERE x.rows_redacted > c.n
-                LIMIT 1) x
-          ORDER BY r.erased_at LIMIT 1)
+        -- Each copy of content is a row with a time: every erasure at or
+        -- after it must have redacted it. So the row of each kind with the
+        -- earliest time that is not redacted is the one to name, against
+        -- the first erasure at or after it; the places are each erasure's
+        -- own. One pass over the rows of each kind and one over the
+        -- erasures per kind: linear in the document, not erasures x rows.
+        -- An erased attachment (its uri emptied, which no write but
+        -- erasure leaves) is under an erasure of the document.
+        (SELECT format('messages: message %s holds an erased attachment (part %s), and no erasure of the export is after it',
+                       m.id, p.n - 1)
+           FROM m CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts ELSE '[]' END)
+                WITH ORDINALITY p (part, n)
+          WHERE p.part ->> 'type' = 'attachment' AND p.part ->> 'uri' = ''
+            AND m.created_at > coalesce((SELECT max(r.erased_at) FROM r), '-infinity') LIMIT 1)
+        UNION ALL
+        (SELECT format('erasures: erasure %s, but %s', x.id, x.what)
+           FROM (SELECT f.id, f.erased_at, u.what
+                   FROM (SELECT DISTINCT ON (u.kind) u.kind, u.since, u.what
+                           FROM (SELECT 'messages' AS kind, m.created_at AS since,
+                                        format('message %s, created before it, is not redacted', m.id) AS what
+                                   FROM m WHERE m.parts::text IS DISTINCT FROM (convo_private.redact_row('messages', to_jsonb(m)) -> 'parts')::text
+                                 UNION ALL
+                                 SELECT 'metadata', '-infinity', 'the conversation''s metadata is not redacted'
+                                  WHERE v_conv -> 'metadata' IS DISTINCT FROM '{}'::jsonb
+                                 UNION ALL
+                                 SELECT 'changes', ch.changed_at, format('change seq %s, before it, holds a title', ch.seq)
+                                   FROM ch WHERE ch.field = 'title' AND (ch.old_value IS NOT NULL OR ch.new_value IS NOT NULL)
+                                 UNION ALL
+                                 -- The title stands for every erasure after its last change.
+                                 SELECT 'title', coalesce((SELECT max(ch.changed_at) FROM ch WHERE ch.field = 'title'), '-infinity'),
+                                        'the conversation''s title, set before it, is not redacted'
+                                  WHERE v_conv ->> 'title' IS NOT NULL
+                                 UNION ALL
+                                 SELECT 'generations', g.started_at, format('generation %s, started before it, is not redacted', g.id)
+                                   FROM g WHERE to_jsonb(g)::text IS DISTINCT FROM convo_private.redact_row('generations', to_jsonb(g))::text
+                                 UNION ALL
+                                 SELECT 'effects', e.requested_at, format('effect %s, requested before it, is not redacted', e.id)
+                                   FROM e WHERE e.arguments IS DISTINCT FROM '{}'::jsonb
+                                 UNION ALL
+                                 SELECT 'events', v.at, format('event seq %s, before it, is not redacted', v.seq)
+                                   FROM v WHERE v.evidence IS DISTINCT FROM '{}'::jsonb
+                                 UNION ALL
+                                 SELECT 'origins', m.created_at, format('the origin of message %s is not redacted', o.message_id)
+                                   FROM o JOIN m ON m.id = o.message_id WHERE o.node IS DISTINCT FROM '{"erased": true}'::jsonb) u
+                          WHERE EXISTS (SELECT 1 FROM r)
+                          ORDER BY u.kind, u.since) u
+                   CROSS JOIN LATERAL (SELECT r.id, r.erased_at FROM r WHERE r.erased_at >= u.since
+                                        ORDER BY r.erased_at LIMIT 1) f
+                 UNION ALL
+                 SELECT r.id, r.erased_at, format('place %s is not one an erasure writes', x.place)
+                   FROM r CROSS JOIN LATERAL jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
+                        x (place text, rows_redacted bigint)
+                   LEFT JOIN counts c ON c.place = x.place
+                  WHERE c.place IS NULL
+                 UNION ALL
+                 -- A place once an erasure, counting at least one row.
+                 SELECT r.id, r.erased_at, CASE WHEN x.rows_redacted IS NULL OR x.rows_redacted < 1
+                                                THEN format('place %s counts %s rows', x.place, coalesce(x.rows_redacted::text, 'no'))
+                                                ELSE format('place %s appears twice', x.place) END
+                   FROM r CROSS JOIN LATERAL (
+                        SELECT y.place, y.rows_redacted, count(*) OVER (PARTITION BY y.place) AS times
+                          FROM jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
+                               y (place text, rows_redacted bigint)) x
+                  WHERE x.rows_redacted IS NULL OR x.rows_redacted < 1 OR x.times > 1
+                 UNION ALL
+                 SELECT r.id, r.erased_at, format('place %s counts %s rows, the export holds %s', x.place, x.rows_redacted, c.n)
+                   FROM r CROSS JOIN LATERAL jsonb_to_recordset(CASE WHEN jsonb_typeof(r.places) = 'array' THEN r.places ELSE '[]' END)
+                        x (place text, rows_redacted bigint)
+                   JOIN counts c ON c.place = x.place
+                  WHERE x.rows_redacted > c.n) x
+          ORDER BY x.erased_at LIMIT 1)
         UNION ALL
         -- The record of imports.
         (SELECT format('imports: import %s %s', i.id, CASE

@@ -8,7 +8,7 @@
 --   existing message, an earlier new one, or NULL (a root); a branch reason
 --   asked for (NULL: the tree's, 'branch' for a later child); a time (NULL:
 --   now); the import writing them (NULL: none), which keeps their times and
---   writes no ledger row;
+--   writes no ledger row (and, a restore, may hold an erased attachment);
 --   the head to move to, why and by whom (p_head NULL: the head stays).
 -- It reads each existing parent once and computes depth, sibling position
 -- and branch (a first child continues its parent's branch, a later sibling
@@ -61,6 +61,12 @@ DECLARE
     v_link_ordinal int;
     v_link_problem text[];
     v_keyed   boolean; -- the write holds calls, results or attachments
+    -- a restore (its record's format pgconvo) writes an erased attachment
+    -- as erasure left it (its uri emptied); restore_problem checks that an
+    -- erasure of the document covers it
+    v_restore boolean := p_import_id IS NOT NULL
+                         AND EXISTS (SELECT 1 FROM convo.imports i
+                                      WHERE i.conversation_id = p_conversation_id AND i.id = p_import_id AND i.format = 'pgconvo');
     v_linked  boolean; -- calls or results
     v_calls   boolean; -- calls
     v_call    record;
@@ -132,7 +138,10 @@ BEGIN
                        END AS problem
                   FROM unnest(p_roles, p_parts, p_reasons) WITH ORDINALITY AS m (role, parts, reason, i)
                 UNION ALL
-                SELECT m.i, e.n::int, e.part ->> 'type', convo_private.part_problem(e.part, m.role)
+                SELECT m.i, e.n::int, e.part ->> 'type',
+                       CASE WHEN v_restore AND e.part ->> 'type' = 'attachment' AND e.part = convo_private.redact_part(e.part)
+                                 AND jsonb_typeof(e.part -> 'media_type') = 'string' AND e.part ->> 'media_type' <> ''
+                            THEN NULL ELSE convo_private.part_problem(e.part, m.role) END
                   FROM unnest(p_roles, p_parts) WITH ORDINALITY AS m (role, parts, i),
                        jsonb_array_elements(CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts ELSE '[]' END)
                            WITH ORDINALITY AS e (part, n)) x

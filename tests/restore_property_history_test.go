@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -159,16 +158,24 @@ func (h *rpHistory) who() any {
 	return rpPick(h, []string{"tab-1", "tab-2", "ops", "worker_7"})
 }
 
-// start creates the conversation, or imports a fixture.
-func (h *rpHistory) start() {
+// rpStarts are the ways a history begins; history i begins the i-th way
+// (round the list), so that every run has each, with random details.
+var rpStarts = []string{"create", "fixture", "chatgpt now", "create", "chatgpt tomorrow"}
+
+// start creates the conversation, or imports a fixture or a ChatGPT
+// conversation of our own.
+func (h *rpHistory) start(kind string) {
 	h.t.Helper()
-	switch n := h.rng.IntN(10); {
-	case n < 2:
+	switch kind {
+	case "fixture":
 		f := rpPick(h, rpFixtures)
 		h.conv = h.must(h.app, true, "import "+f.ref, `SELECT `+importFn(f.format)+`($1, $2::jsonb)::text`,
 			h.owner, encodeJSON(h.t, fixtureDoc(h.t, f.ref)))
-	case n < 4:
-		future := rpPick(h, []string{"", "answer", "conversation"})
+	case "chatgpt now", "chatgpt tomorrow":
+		future := ""
+		if kind == "chatgpt tomorrow" {
+			future = rpPick(h, []string{"answer", "conversation"})
+		}
 		h.conv = h.must(h.app, true, fmt.Sprintf("import a ChatGPT conversation of now (dated tomorrow: %q)", future),
 			`SELECT convo.import_chatgpt($1, $2::jsonb)::text`, h.owner, rpChatGPTDoc(time.Now(), future))
 	default:
@@ -230,7 +237,7 @@ func (h *rpHistory) try(op int) bool {
 		if target == h.head() {
 			return false
 		}
-		reason := rpPick(h, []string{"switch", "switch", "undo", "import"})
+		reason := rpPick(h, []string{"switch", "switch", "switch", "undo", "undo", "import"})
 		h.must(h.app, false, "move_head "+reason, `SELECT convo.move_head($1, $2, $3, p_moved_by => $4)`,
 			h.conv, target, reason, h.who())
 	case 9, 10: // a generation on the head
@@ -365,12 +372,6 @@ func (h *rpHistory) advanceEffect() bool {
 	e := rpPick(h, open)
 	h.drive(e, state[e])
 	return true
-}
-
-// rpIsPG reports whether err is a PostgreSQL error.
-func rpIsPG(err error) bool {
-	var pgErr interface{ SQLState() string }
-	return errors.As(err, &pgErr)
 }
 
 // rpChatGPTDoc is a small ChatGPT conversation of our own, timed around

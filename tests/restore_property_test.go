@@ -48,6 +48,7 @@ func TestRestoreProperty(t *testing.T) {
 	srcApp, srcAdmin := loginAs(t, src, "convo_app"), loginAs(t, src, "convo_admin")
 	dstApp, dstAdmin := loginAs(t, dst, "convo_app"), loginAs(t, dst, "convo_admin")
 	mutAdmin := loginAs(t, mut, "convo_admin")
+	dstAdminName := queryRow[string](t, dstAdmin, `SELECT current_user::text`)
 	empty := fingerprint(t, mut)
 
 	var failures []string
@@ -64,7 +65,7 @@ func TestRestoreProperty(t *testing.T) {
 	for i := 0; i < s.histories; i++ {
 		rng := rand.New(rand.NewPCG(s.seed, uint64(i)+1))
 		h := &rpHistory{t: t, rng: rng, app: srcApp, admin: srcAdmin, owner: fmt.Sprintf("owner-%d-%d", s.seed%1000, i)}
-		h.start()
+		h.start(rpStarts[i%len(rpStarts)])
 		for j := 0; j < s.ops; j++ {
 			h.step()
 		}
@@ -88,6 +89,10 @@ func TestRestoreProperty(t *testing.T) {
 			if checks := failingChecks(t, dst); checks != "" {
 				fail("%s: self_check after the restore:\n%s", where, checks)
 			}
+			// Every row names the restore, seq kept in order as source_seq.
+			t.Run(fmt.Sprintf("history %d restored rows", i), func(t *testing.T) {
+				requireRestoredRows(t, dst, h.conv, dstAdminName, doc)
+			})
 		}
 
 		// Mutations, each into the empty mut database; of a document that
@@ -172,7 +177,11 @@ func rpTryMutation(t testing.TB, admin *pgxpool.Pool, owner string, m rpMutation
 		if _, err := tx.Exec(ctx, `SET CONSTRAINTS ALL IMMEDIATE`); err != nil {
 			return err
 		}
-		checks, err := pgx.CollectRows(must(tx.Query(ctx, `SELECT check_name || ': ' || detail FROM convo.self_check() WHERE NOT ok ORDER BY 1`)), pgx.RowTo[string])
+		rows, err := tx.Query(ctx, `SELECT check_name || ': ' || detail FROM convo.self_check() WHERE NOT ok ORDER BY 1`)
+		if err != nil {
+			return err
+		}
+		checks, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return err
 		}
@@ -221,15 +230,6 @@ func rpTryMutation(t testing.TB, admin *pgxpool.Pool, owner string, m rpMutation
 		}
 	}
 	return fmt.Sprintf("refused with CV011 naming no row (want %s): %s", strings.Join(m.row, " or "), rpErrText(err))
-}
-
-// must returns v, panicking on err, for a query whose error CollectRows
-// reports anyway.
-func must(rows pgx.Rows, err error) pgx.Rows {
-	if err != nil {
-		panic(err)
-	}
-	return rows
 }
 
 // rpErrText is an error with its DETAIL.

@@ -188,7 +188,7 @@ func rpMutations(doc string, rng *rand.Rand, n int) []rpMutation {
 		for _, v := range []string{"-infinity", "infinity", created.Add(-24 * time.Hour).Format(rpTimeLayout), now.Add(24 * time.Hour).Format(rpTimeLayout)} {
 			bound = bound || strings.HasSuffix(c.name, "_at = "+rpShow(v))
 		}
-		if bound {
+		if bound && n > 0 {
 			y := rpDecode(doc)
 			c.edit(y)
 			b, _ := json.Marshal(y)

@@ -28,14 +28,20 @@ import (
 // re-exports the same (but what a restore assigns) and leaves self_check
 // clean. Mutations: each field changed on its own, a sample per document,
 // is either refused with CV011 naming the row and nothing written, or
-// restores to what the API could have written: self_check clean and the
-// re-export equal to the mutated document. A mutation that is accepted is
-// checked inside the restoring transaction and rolled back, so that every
-// mutation meets the same empty database.
+// restores to what the API could have written: self_check clean, the
+// re-export equal to the mutated document, and the rules of the API that
+// neither sees held (restore_property_oracle_test.go). A mutation that is
+// accepted is checked inside the restoring transaction and rolled back, so
+// that every mutation meets the same empty database. Refusals with the
+// contract's own SQLSTATE for what they are about pass too: CV007 for a
+// tool registered otherwise, CV004 or CV008 for parts that do not fit a
+// changed role (as TestImportRefusesMalformedExports has them).
 //
 // PGCONVO_RESTORE_SEED (or -restore.seed) replays a run; PGCONVO_RESTORE_HISTORIES,
 // PGCONVO_RESTORE_OPS (operations per history) and PGCONVO_RESTORE_MUTATIONS
-// (per document) size it.
+// (per document, besides the conversation's times at their bounds) size
+// it. Failures are reported one of each kind, the first in full
+// (PGCONVO_RESTORE_VERBOSE=1: every one).
 func TestRestoreProperty(t *testing.T) {
 	t.Parallel()
 	s := rpSettingsFromEnv(t)

@@ -2,8 +2,10 @@ package tests
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -88,6 +90,31 @@ func rpAPIProblem(x map[string]any, now time.Time) string {
 			if t.Before(created) && what != "conversation.created_at" {
 				return fmt.Sprintf("%s %s is before the conversation was created (%s)", what, t.Format(rpTimeLayout), conv["created_at"])
 			}
+		}
+	}
+	// Every time but an imported one (a source's clock) and a deadline
+	// (ahead by the tool's) is now or before.
+	for what, t := range times {
+		if t.After(now) && !strings.HasSuffix(what, ".deadline_at") && !strings.HasPrefix(what, "messages[") &&
+			(createdHere || what != "conversation.created_at") {
+			return fmt.Sprintf("%s %s is after now", what, t.Format(rpTimeLayout))
+		}
+	}
+	// A deadline is the tool's, from the request or the confirmation.
+	deadlines := map[string]time.Duration{}
+	for _, tool := range rows(x, "tools") {
+		if d, ok := rpDuration(fmt.Sprint(tool["deadline"])); ok {
+			deadlines[fmt.Sprintf("%v/%v", tool["name"], tool["version"])] = d
+		}
+	}
+	for _, e := range rows(x, "effects") {
+		d, ok := deadlines[fmt.Sprintf("%v/%v", e["tool_name"], e["tool_version"])]
+		from, fromOK := at(e, "confirmed_at")
+		if !fromOK {
+			from, fromOK = at(e, "requested_at")
+		}
+		if dl, dlOK := at(e, "deadline_at"); ok && fromOK && dlOK && !dl.Equal(from.Add(d)) {
+			return fmt.Sprintf("effect %v: deadline_at %v is not its tool's deadline after %s", e["id"], e["deadline_at"], from.Format(rpTimeLayout))
 		}
 	}
 	for _, m := range rows(x, "messages") {
@@ -209,3 +236,25 @@ func sortBySeq(rs []map[string]any) {
 		return a < b
 	})
 }
+
+// rpDuration reads an ISO 8601 duration of hours, minutes and seconds
+// (PT1H, PT20S), as an export spells a tool's deadline.
+func rpDuration(s string) (time.Duration, bool) {
+	m := rpDurationPattern.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	var d time.Duration
+	for i, unit := range []time.Duration{time.Hour, time.Minute, time.Second} {
+		if m[i+1] != "" {
+			f, err := strconv.ParseFloat(m[i+1], 64)
+			if err != nil {
+				return 0, false
+			}
+			d += time.Duration(f * float64(unit))
+		}
+	}
+	return d, true
+}
+
+var rpDurationPattern = regexp.MustCompile(`^PT(?:(\d+)H)?(?:(\d+)M)?(?:([\d.]+)S)?$`)

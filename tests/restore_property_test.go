@@ -141,7 +141,7 @@ type rpSettings struct {
 var rpSeedFlag = flag.String("restore.seed", "", "TestRestoreProperty's seed (default $PGCONVO_RESTORE_SEED, else random)")
 
 func rpSettingsFromEnv(t testing.TB) rpSettings {
-	s := rpSettings{seed: rand.Uint64(), histories: 6, ops: 25, mutations: 40}
+	s := rpSettings{seed: rand.Uint64(), histories: 5, ops: 25, mutations: 40}
 	seed := *rpSeedFlag
 	if seed == "" {
 		seed = os.Getenv("PGCONVO_RESTORE_SEED")
@@ -358,6 +358,7 @@ func rpClass(msg string) string {
 	} else if i := strings.Index(msg, "mutation "); i >= 0 {
 		// the field changed, without its row's index and value
 		field := msg[i+len("mutation "):]
+		field, _, _ = strings.Cut(field, ": ")
 		field, _, _ = strings.Cut(field, " = ")
 		field = rpDigits.ReplaceAllString(field, "[]")
 		rest = field + ": " + rest

@@ -238,6 +238,16 @@ func (h *rpHistory) try(op int) bool {
 			return false
 		}
 		reason := rpPick(h, []string{"switch", "switch", "switch", "undo", "undo", "import"})
+		if reason == "import" {
+			// A client reason today; if move_head reserves it (as it does
+			// create), the refusal is the API's answer and writes nothing.
+			_, err := h.do(h.app, false, `SELECT convo.move_head($1, $2, $3, p_moved_by => $4)`, h.conv, target, reason, h.who())
+			if err != nil && sqlState(err) != "CV011" {
+				h.t.Fatalf("move_head import: %v", err)
+			}
+			h.trail = append(h.trail, fmt.Sprintf("move_head import (refused: %v)", err != nil))
+			return true
+		}
 		h.must(h.app, false, "move_head "+reason, `SELECT convo.move_head($1, $2, $3, p_moved_by => $4)`,
 			h.conv, target, reason, h.who())
 	case 9, 10: // a generation on the head

@@ -123,6 +123,28 @@ func rpMutations(doc string, rng *rand.Rand, n int) []rpMutation {
 			row := rpRowNames(key, r)
 			get := func(x map[string]any) map[string]any { return rows(x, key)[i] }
 			fieldChanges(key, at, row, r, get)
+			// A message's text: other words (any the API takes), or an
+			// erased part given back its text (content erasure removed).
+			if parts, ok := r["parts"].([]any); ok && key == "messages" {
+				for j, p := range parts {
+					j := j
+					part, ok := p.(map[string]any)
+					if !ok || part["type"] != "text" {
+						continue
+					}
+					name, text := fmt.Sprintf("%s.parts[%d].text = other words", at, j), "Other words."
+					if part["erased"] == true {
+						name, text = fmt.Sprintf("%s.parts[%d] unerased", at, j), "The erased words."
+					}
+					add(key, name, row, func(x map[string]any) {
+						q := rpCopy(rows(x, key)[i]["parts"].([]any)[j].(map[string]any))
+						delete(q, "erased")
+						q["text"] = text
+						rows(x, key)[i]["parts"].([]any)[j] = q
+					})
+					break
+				}
+			}
 			// Erasure places are rows of their own within the erasure.
 			if places, ok := r["places"].([]any); ok {
 				for j := range places {

@@ -41,7 +41,7 @@ import (
 // PGCONVO_RESTORE_OPS (operations per history) and PGCONVO_RESTORE_MUTATIONS
 // (per document, besides the conversation's times at their bounds) size
 // it. Failures are reported one of each kind, the first in full
-// (PGCONVO_RESTORE_VERBOSE=1: every one).
+// (PGCONVO_RESTORE_VERBOSE=1: every one; 2: every mutation, passed too).
 func TestRestoreProperty(t *testing.T) {
 	t.Parallel()
 	s := rpSettingsFromEnv(t)
@@ -109,8 +109,11 @@ func TestRestoreProperty(t *testing.T) {
 		}
 		ms := rpMutations(doc, rng, s.mutations)
 		for _, m := range ms {
-			if problem := rpTryMutation(t, mutAdmin, h.owner, m); problem != "" {
+			problem := rpTryMutation(t, mutAdmin, h.owner, m)
+			if problem != "" {
 				fail("history %d, mutation %s: %s", i, m.name, problem)
+			} else if os.Getenv("PGCONVO_RESTORE_VERBOSE") == "2" {
+				t.Logf("history %d, mutation %s: as the property allows", i, m.name)
 			}
 			requireFingerprint(t, mut, "mutation "+m.name, empty)
 		}

@@ -87,7 +87,7 @@ func rpMutations(doc string, rng *rand.Rand, n int) []rpMutation {
 				// prompt, an effect that repeats itself.
 				for _, other := range keys {
 					if other != k && r[other] != nil && r[other] != r[k] && (strings.HasSuffix(other, "_id") || other == "id" || other == "head_at_begin") {
-						if _, isText := r[other].(string); isText {
+						if id, isText := r[other].(string); isText && rpUUID.MatchString(id) {
 							variants = append(variants, r[other])
 						}
 					}

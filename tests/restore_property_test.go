@@ -367,6 +367,7 @@ func rpClass(msg string) string {
 		rest = field + ": " + rest
 	}
 	rest, _, _ = strings.Cut(rest, "\n")
+	rest = rpWant.ReplaceAllString(rest, "")
 	rest = rpUUID.ReplaceAllString(rest, "ID")
 	rest = rpTime.ReplaceAllString(rest, "TIME")
 	if i := strings.Index(rest, " (DETAIL"); i >= 0 && !strings.Contains(rest, "not well formed") {
@@ -380,4 +381,5 @@ var (
 	rpTime   = regexp.MustCompile(`-?infinity|\d{4}-\d\d-\d\dT[0-9:.]+\+00:00`)
 	rpDigits = regexp.MustCompile(`\[\d+\]`)
 	rpNumber = regexp.MustCompile(`\b\d+\b`)
+	rpWant   = regexp.MustCompile(` \(want [^)]*\)`)
 )

@@ -43,8 +43,10 @@ func rpAPIProblem(x map[string]any, now time.Time) string {
 	// What an import wrote: the messages with an origin, which must be
 	// messages an import of that format wrote.
 	imports := map[any]string{}
+	formats := map[string]bool{}
 	for _, r := range rows(x, "imports") {
 		imports[r["id"]] = fmt.Sprint(r["format"])
+		formats[fmt.Sprint(r["format"])] = true
 	}
 	msgs := map[any]map[string]any{}
 	for _, m := range rows(x, "messages") {
@@ -56,7 +58,11 @@ func rpAPIProblem(x map[string]any, now time.Time) string {
 		if m == nil {
 			return fmt.Sprintf("origin of %v: no such message", o["message_id"])
 		}
-		if f, ok := imports[m["import_id"]]; !ok || f != fmt.Sprint(o["source"]) {
+		// The message names the import that wrote it (or, restored, the
+		// restore that carried it), and an import of the origin's format
+		// is on record.
+		f, ok := imports[m["import_id"]]
+		if !ok || !formats[fmt.Sprint(o["source"])] || (f != fmt.Sprint(o["source"]) && f != "pgconvo") {
 			return fmt.Sprintf("origin of message %v (source %v): the message was not written by an import of that format (import_id %v)",
 				o["message_id"], o["source"], m["import_id"])
 		}

@@ -99,6 +99,15 @@ func TestRestoreProperty(t *testing.T) {
 			t.Run(fmt.Sprintf("history %d restored rows", i), func(t *testing.T) {
 				requireRestoredRows(t, dst, h.conv, dstAdminName, doc)
 			})
+			// A restore is the API's too: the restored conversation's export
+			// restores again (into mut, rolled back), carrying the record.
+			again := rpMutation{name: "the restored conversation's export, restored again", doc: exportAs(t, dstApp, h.owner, h.conv)}
+			if problem := rpTryMutation(t, mutAdmin, h.owner, again); problem != "" && !strings.HasPrefix(problem, "accepted") {
+				fail("%s: the restored conversation's export does not restore again: %s", where, problem)
+			} else if problem != "" {
+				fail("%s: %s: %s", where, again.name, problem)
+			}
+			requireFingerprint(t, mut, "restoring the restored conversation", empty)
 		}
 
 		// Mutations, each into the empty mut database; of a document that

@@ -72,7 +72,7 @@ func rpMutations(doc string, rng *rand.Rand, n int) []rpMutation {
 		groups[group] = append(groups[group], candidate{name, row, edit})
 	}
 
-	// Field changes: at is the row's place ("" for the conversation), get
+	// Field changes: at is the row's place (its path in the document), get
 	// finds the row in a fresh copy.
 	fieldChanges := func(group, at string, row []string, r map[string]any, get func(x map[string]any) map[string]any) {
 		keys := make([]string, 0, len(r))

@@ -135,6 +135,18 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 		{"a tool call at another part of its message", edit(func(x map[string]any) {
 			docRow(t, x, "tool_calls", "tool_call_id", "call_3")["ordinal"] = json.Number("0")
 		}), []string{"tool_calls: call call_3 links part 0", "which is not its tool_use"}},
+		{"a currency its column cannot hold", edit(func(x map[string]any) {
+			docRow(t, x, "effects", "state", "applied")["currency"] = "EURO"
+		}), []string{"effects row", "(id " + docRow(t, decodeExport(t, doc), "effects", "state", "applied")["id"].(string) + ")"}},
+		{"a tool deadline that is no interval", edit(func(x map[string]any) {
+			rows(x, "tools")[0]["deadline"] = "PT20Sx"
+		}), []string{"tools row 1 of the array (name " + rows(decodeExport(t, doc), "tools")[0]["name"].(string) + ")"}},
+		{"an effect's deadline not its tool's after its request", edit(func(x map[string]any) {
+			docRow(t, x, "effects", "state", "applied")["deadline_at"] = "2001-01-01T00:00:00Z"
+		}), []string{"effects: effect " + docRow(t, decodeExport(t, doc), "effects", "state", "applied")["id"].(string), "not its tool's deadline"}},
+		{"a tool call at a negative part, which jsonb counts from the end", edit(func(x map[string]any) {
+			docRow(t, x, "tool_calls", "tool_call_id", "call_3")["ordinal"] = json.Number("-1")
+		}), []string{"tool_calls: call call_3 links part -1", "which is not its tool_use"}},
 		{"the creating call of an effect said reuse", edit(func(x map[string]any) {
 			docRow(t, x, "tool_calls", "tool_call_id", "call_4")["decision"] = "reuse"
 		}), []string{"effects: effect", "0 creating calls"}},

@@ -50,6 +50,7 @@ DECLARE
     v_constraint text;
     v_column    text;
     v_message   text;
+    v_detail    text;
     v_check     text;
     v_row       text;
 BEGIN
@@ -342,7 +343,7 @@ BEGIN
             -- The column and the server's message too: a NULL or a cast
             -- that fails names its column and value there.
             GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_table = TABLE_NAME, v_constraint = CONSTRAINT_NAME,
-                                    v_column = COLUMN_NAME, v_message = MESSAGE_TEXT;
+                                    v_column = COLUMN_NAME, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
             -- The row: a CHECK or NOT NULL that failed is read again over
             -- the document's rows of that table (one pass, on this path
             -- only), and the first row it refuses is named by its place and
@@ -358,6 +359,18 @@ BEGIN
                                 (SELECT regexp_replace(pg_get_constraintdef(c.oid), '^CHECK \((.*)\)( NOT VALID)?$', '\1')
                                    FROM pg_constraint c
                                   WHERE c.conrelid = format('convo.%I', v_table)::regclass AND c.conname = v_constraint AND c.contype = 'c') END;
+            -- A scope key computed here that another effect of the document
+            -- already holds (its key epoch, the erasures before it, differs
+            -- from the one the document's erasures give): the effect that
+            -- holds it is named, by the key the server reports.
+            IF v_state = '23505' AND v_table = 'tool_effects' THEN
+                SELECT format(', effects row %s of the array (id %s) holds the scope key another effect of the export '
+                              'takes in the key epoch its erasures give', j.n, j.elem ->> 'id')
+                  INTO v_row
+                  FROM jsonb_array_elements(p_export -> 'effects') WITH ORDINALITY j (elem, n)
+                 WHERE strpos(v_detail, j.elem ->> 'scope_key') > 0
+                 ORDER BY j.n LIMIT 1;
+            END IF;
             IF v_key IS NOT NULL AND v_check IS NOT NULL AND jsonb_typeof(p_export -> v_key) = 'array' THEN
               BEGIN
                 EXECUTE format('SELECT format(%L, j.n, coalesce(%L || (j.elem ->> %L), %L || (j.elem ->> %L), %L || (j.elem ->> %L), %L || (j.elem ->> %L), %L))
@@ -372,6 +385,9 @@ BEGIN
               EXCEPTION WHEN OTHERS THEN
                 v_row := NULL; -- a row that cannot be read again is not named
               END;
+            END IF;
+            IF v_row IS NULL AND v_state LIKE '22%' THEN
+                v_row := convo_private.unreadable_row(p_export);
             END IF;
             RAISE EXCEPTION 'the export is not well formed'
                 USING ERRCODE = 'CV011',

@@ -160,11 +160,14 @@ BEGIN
            FROM k WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.name = k.tool_name AND t.version = k.tool_version) LIMIT 1)
         UNION ALL
         -- A call links the tool_use part of its message at its ordinal (its
-        -- id, and its effect's tool), as self_check's effects_linked requires.
+        -- id, and its effect's tool), as self_check's effects_linked requires;
+        -- an ordinal counts from 0 (jsonb's -> would count a negative one
+        -- from the end).
         (SELECT format('tool_calls: call %s links part %s of message %s, which is not its tool_use', k.tool_call_id, k.ordinal, k.message_id)
            FROM k JOIN m ON m.id = k.message_id
            LEFT JOIN e ON e.id = k.effect_id
-          WHERE (CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts -> k.ordinal END) ->> 'type' IS DISTINCT FROM 'tool_use'
+          WHERE k.ordinal IS NULL OR k.ordinal < 0
+             OR (CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts -> k.ordinal END) ->> 'type' IS DISTINCT FROM 'tool_use'
              OR m.parts -> k.ordinal ->> 'id' IS DISTINCT FROM k.tool_call_id
              OR (e.id IS NOT NULL AND m.parts -> k.ordinal ->> 'name' IS DISTINCT FROM e.tool_name) LIMIT 1)
         UNION ALL
@@ -347,6 +350,21 @@ BEGIN
                         ('settled', w.settled_at, w.to_state IN ('applied', 'failed') AND w.nth = 1),
                         ('compensated', w.compensated_at, w.to_state = 'compensated')) c (what, stamp, this)
                   WHERE c.this AND c.stamp IS NOT NULL AND (c.stamp > w.at OR c.stamp < w.before)) x LIMIT 1)
+        UNION ALL
+        -- Its deadline is its tool's after its request, or after the
+        -- confirmation that sent it again (record_tool_call, confirm_effect).
+        -- The API adds the interval in the writer's time zone: exact for
+        -- hours, minutes and seconds, and a day or month may move by a
+        -- daylight-saving change, at most two hours.
+        (SELECT format('effects: effect %s has deadline %s, not its tool''s deadline %s after %s', e.id, e.deadline_at,
+                       t.deadline, coalesce(e.confirmed_at, e.requested_at))
+           FROM e JOIN t ON t.name = e.tool_name AND t.version = e.tool_version
+          WHERE e.deadline_at IS DISTINCT FROM coalesce(e.confirmed_at, e.requested_at) + t.deadline
+            AND NOT ((date_part('day', t.deadline) <> 0 OR date_part('month', t.deadline) <> 0
+                      OR date_part('year', t.deadline) <> 0)
+                     AND e.deadline_at BETWEEN coalesce(e.confirmed_at, e.requested_at) + t.deadline - interval '2 hours'
+                                           AND coalesce(e.confirmed_at, e.requested_at) + t.deadline + interval '2 hours')
+          LIMIT 1)
         UNION ALL
         (SELECT format('effect_events: event seq %s of effect %s at %s, %s', x.seq, x.effect_id, x.at, CASE
                     WHEN x.at > p_now THEN 'after the import'

@@ -67,7 +67,7 @@ var erasureColumns = map[string]string{
 	"tool_receipts.idempotency_key":   "id",
 	"tool_receipts.tool_name":         "id",
 	"tool_receipts.request":           "redacted",
-	"tool_receipts.request_digest":    "id (a keyed digest, never compared once erased)",
+	"tool_receipts.request_digest":    "redacted",
 	"tool_receipts.arguments":         "redacted",
 	"tool_receipts.expected":          "redacted",
 	"tool_receipts.status":            "shape",

@@ -434,7 +434,11 @@ func TestImportRefusesMalformedExports(t *testing.T) {
 		}), "CV011"},
 		{"an effect in another state than its events say", edit(func(x map[string]any) { byState(x, "pending")["state"] = "applied" }), "CV011"},
 		{"an effect of a tool not in the export", edit(func(x map[string]any) { x["tools"] = []any{} }), "CV011"},
-		{"a tool registered here with other settings", edit(func(x map[string]any) { rows(x, "tools")[0]["deadline"] = "PT2H" }), "CV007"},
+		// (A deadline of its own would also disagree with its effects'
+		// deadlines, which the restore refuses first, CV011.)
+		{"a tool registered here with other settings", edit(func(x map[string]any) {
+			rows(x, "tools")[0]["args_schema"].(map[string]any)["title"] = "registered elsewhere"
+		}), "CV007"},
 		{"a sibling position that does not read back", edit(func(x map[string]any) {
 			for _, m := range rows(x, "messages") {
 				if m["sibling_index"] == json.Number("2") {

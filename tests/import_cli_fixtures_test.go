@@ -83,10 +83,10 @@ func TestImportCLIFixtureChatGPTZip(t *testing.T) {
 	requireCount(t, db, 3, `SELECT count(*) FROM convo.conversations WHERE owner_id = 'zoe'`)
 	requireCount(t, db, 17, `SELECT count(*) FROM convo.messages m JOIN convo.conversations c ON c.id = m.conversation_id
 	                          WHERE c.owner_id = 'zoe'`)
-	branched := importedID("chatgpt", "zoe", "fx-chatgpt-branched")
+	branched := importedID(t, db, "chatgpt", "zoe", "fx-chatgpt-branched")
 	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1 AND head_message_id = $2`,
 		branched, derivedID(branched+":a2"))
-	tools := importedID("chatgpt", "zoe", "fx-chatgpt-tools")
+	tools := importedID(t, db, "chatgpt", "zoe", "fx-chatgpt-tools")
 	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1 AND head_message_id = $2`,
 		tools, derivedID(tools+":n4b"))
 	requireCount(t, db, 1, `SELECT count(*) FROM convo.imports WHERE owner_id = 'zoe' AND source_key LIKE 'sha:%'`)
@@ -110,7 +110,7 @@ func TestImportCLIFixtureChatGPTRefusals(t *testing.T) {
 	branched, tools := fixtureDoc(t, "chatgpt-conversations.json#0"), fixtureDoc(t, "chatgpt-conversations.json#1")
 	robot := refusalSource(t, "chatgpt-refusals.json", "an unknown author role")
 	file := writeJSON(t, t.TempDir(), "conversations.json", []any{branched, robot, tools, "not a conversation"})
-	robotID := importedID("chatgpt", "bob", "fx-r-role")
+	robotID := importedID(t, db, "chatgpt", "bob", "fx-r-role")
 	requireCLI(t, nil, 1, []string{
 		summaryLine(2, 0, 2, "bob"),
 		"messages 15, message-less nodes kept verbatim 3\n",
@@ -133,7 +133,7 @@ func TestImportCLIFixtureChatGPTRefusals(t *testing.T) {
 		[2]string{"export/conversations-001.json", "[" + cycle + ", " + encodeJSON(t, tools) + "]"},
 		[2]string{"export/export_manifest.json", `{"files": 2}`},
 		[2]string{"export/conversations-000.json", "[" + encodeJSON(t, branched) + "]"})
-	cycleID := importedID("chatgpt", "zip", "fx-r-cycle")
+	cycleID := importedID(t, db, "chatgpt", "zip", "fx-r-cycle")
 	r := requireCLI(t, nil, 1, []string{
 		summaryLine(2, 0, 1, "zip"),
 		"messages 15, message-less nodes kept verbatim 3\n",
@@ -160,8 +160,8 @@ func TestImportCLIFixtureOpenWebUI(t *testing.T) {
 		"import-openwebui", "-owner", "carol", "-database", url, export)
 	requireCLI(t, nil, 0, []string{summaryLine(0, 2, 0, "carol"), "messages 0,"},
 		"import-openwebui", "-owner", "carol", "-database", url, export)
-	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1`, importedID("openwebui", "carol", "fx-owui-row"))
-	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1`, importedID("openwebui", "carol", "fx-owui-bare"))
+	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1`, importedID(t, db, "openwebui", "carol", "fx-owui-row"))
+	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1`, importedID(t, db, "openwebui", "carol", "fx-owui-bare"))
 	single := fixturePath(t, "openwebui-chat.json")
 	requireCLI(t, nil, 0, []string{summaryLine(1, 0, 0, "carol"), "messages 2,"},
 		"import-openwebui", "-owner", "carol", "-database", url, single)
@@ -171,7 +171,7 @@ func TestImportCLIFixtureOpenWebUI(t *testing.T) {
 	bad := writeJSON(t, t.TempDir(), "chat-export.json", []any{orphan, fixtureDoc(t, "openwebui-export.json#1")})
 	requireCLI(t, nil, 1, []string{summaryLine(1, 0, 1, "dave"), "messages 3,",
 		"refused chat-export.json[0]: CV011 Open WebUI message m2 names a parentId that is no message (missing parent)\n" +
-			"  DETAIL: Open WebUI chat fx-r-orphan of owner dave, conversation " + importedID("openwebui", "dave", "fx-r-orphan") +
+			"  DETAIL: Open WebUI chat fx-r-orphan of owner dave, conversation " + importedID(t, db, "openwebui", "dave", "fx-r-orphan") +
 			", message m2\n"},
 		"import-openwebui", "-owner", "dave", "-database", url, bad)
 	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE owner_id = 'dave'`)
@@ -198,7 +198,7 @@ func TestImportCLIFixtureLibreChat(t *testing.T) {
 	bad := writeJSON(t, t.TempDir(), "librechat.json", []any{fixtureDoc(t, "librechat-recursive.json"), dup})
 	requireCLI(t, nil, 1, []string{summaryLine(1, 0, 1, "fay"), "messages 6,",
 		"refused librechat.json[1]: CV011 LibreChat message u1 has the messageId of another message too (a duplicate)\n" +
-			"  DETAIL: LibreChat conversation fx-r-dup of owner fay, conversation " + importedID("librechat", "fay", "fx-r-dup") +
+			"  DETAIL: LibreChat conversation fx-r-dup of owner fay, conversation " + importedID(t, db, "librechat", "fay", "fx-r-dup") +
 			", message u1\n"},
 		"import-librechat", "-owner", "fay", "-database", url, bad)
 	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE owner_id = 'fay'`)

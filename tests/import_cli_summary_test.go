@@ -19,8 +19,8 @@ func TestImportCLISaysWhatItImported(t *testing.T) {
 	db := newDB(t)
 	url := appURL(t, db)
 	file := fixturePath(t, "chatgpt-conversations.json")
-	branched := importedID("chatgpt", "yan", "fx-chatgpt-branched")
-	tools := importedID("chatgpt", "yan", "fx-chatgpt-tools")
+	branched := importedID(t, db, "chatgpt", "yan", "fx-chatgpt-branched")
+	tools := importedID(t, db, "chatgpt", "yan", "fx-chatgpt-tools")
 
 	r := requireCLI(t, nil, 0, []string{summaryLine(3, 0, 0, "yan"), "source id -> pgconvo conversation id:\n",
 		"  chatgpt-conversations.json[0] fx-chatgpt-branched -> " + branched + " (imported, ",
@@ -53,7 +53,7 @@ func TestImportCLISaysWhatItImported(t *testing.T) {
 	requireEqual(t, "the counts", fmt.Sprintln(sum.Owner, sum.Imported, sum.Present, len(sum.Refused)), "yan 0 3 0\n")
 	requireEqual(t, "the conversations listed", len(sum.Conversations), 3)
 	for _, c := range sum.Conversations {
-		if c.Created || c.Messages == 0 || c.ID != importedID("chatgpt", "yan", c.SourceKey) {
+		if c.Created || c.Messages == 0 || c.ID != importedID(t, db, "chatgpt", "yan", c.SourceKey) {
 			t.Errorf("conversation %+v: want a repeat with its messages and the documented id", c)
 		}
 	}

@@ -124,7 +124,7 @@ func TestImportCLIChatGPT(t *testing.T) {
 	requireCount(t, db, int64(messages), `SELECT count(*) FROM convo.messages m JOIN convo.conversations c ON c.id = m.conversation_id
 	                                       WHERE c.owner_id = 'alice'`)
 	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1`,
-		importedID("chatgpt", "alice", "fixture-thinking"))
+		importedID(t, db, "chatgpt", "alice", "fixture-thinking"))
 
 	before := fingerprint(t, db)
 	r := requireCLI(t, nil, 0, []string{summaryLine(0, 4, 0, "alice"), "messages 0, message-less nodes kept verbatim 0\n"}, args...)
@@ -147,7 +147,7 @@ func TestImportCLIRefusalGoesOn(t *testing.T) {
 	bad["mapping"].(map[string]any)["n3"].(map[string]any)["message"].(map[string]any)["author"] = map[string]any{"role": "robot"}
 	file := writeJSON(t, t.TempDir(), "conversations.json", []any{convs[0], bad, convs[2], "not a conversation"})
 	messages, dropped := nodeCounts(convs[0], convs[2])
-	badID := importedID("chatgpt", "bob", "fixture-bad")
+	badID := importedID(t, db, "chatgpt", "bob", "fixture-bad")
 
 	r := requireCLI(t, nil, 1, []string{
 		summaryLine(2, 0, 2, "bob"),
@@ -211,7 +211,7 @@ func TestImportCLIShards(t *testing.T) {
 	}
 	requireCLI(t, nil, 1, []string{summaryLine(4, 0, 1, "zip"),
 		"refused conversations-001.json[2]: CV011 a ChatGPT conversation needs a \"mapping\" object",
-		"  DETAIL: ChatGPT conversation no-mapping of owner zip, conversation " + importedID("chatgpt", "zip", "no-mapping") + "\n"},
+		"  DETAIL: ChatGPT conversation no-mapping of owner zip, conversation " + importedID(t, db, "chatgpt", "zip", "no-mapping") + "\n"},
 		"import-chatgpt", "-owner", "zip", "-database", url, zipPath)
 	requireCount(t, db, 4, `SELECT count(*) FROM convo.conversations WHERE owner_id = 'zip'`)
 }
@@ -232,7 +232,7 @@ func TestImportCLIOpenWebUI(t *testing.T) {
 	args := []string{"import-openwebui", "-owner", "carol", "-database", url, export}
 	requireCLI(t, nil, 0, []string{summaryLine(2, 0, 0, "carol"), fmt.Sprintf("messages %d, message-less nodes kept verbatim 0\n", 2*n)}, args...)
 	requireCLI(t, nil, 0, []string{summaryLine(0, 2, 0, "carol"), "messages 0,"}, args...)
-	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1`, importedID("openwebui", "carol", "row-1"))
+	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1`, importedID(t, db, "openwebui", "carol", "row-1"))
 
 	single := writeJSON(t, dir, "one-chat.json", chat)
 	requireCLI(t, nil, 0, []string{summaryLine(1, 0, 0, "dave"), fmt.Sprintf("messages %d,", n)},

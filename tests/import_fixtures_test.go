@@ -203,7 +203,7 @@ func importFixture(t *testing.T, db, web *pgxpool.Pool, owner string, want fixtu
 	if source == "" {
 		source = keyedSource(t, db, text)
 	}
-	requireEqual(t, "conversation id, md5 of [format, owner, source key]", conv, importedID(want.format, owner, source))
+	requireEqual(t, "conversation id, the keyed digest of [format, owner, source key]", conv, importedID(t, db, want.format, owner, source))
 	requireSlice(t, "messages: key, depth, parent, sibling index, branch reason, role, time", fixtureRows(t, db, conv), want.rows)
 	requireCount(t, db, 0, `SELECT count(*) FROM convo.messages m JOIN convo.import_origins o
 		ON o.conversation_id = m.conversation_id AND o.message_id = m.id
@@ -319,7 +319,7 @@ func TestImportFixtureChatGPTBranched(t *testing.T) {
 
 	// Another owner: a conversation of its own, with the same tree.
 	other := mustImport(t, web, "bob", "chatgpt", encodeJSON(t, doc))
-	requireEqual(t, "bob's id", other, importedID("chatgpt", "bob", "fx-chatgpt-branched"))
+	requireEqual(t, "bob's id", other, importedID(t, db, "chatgpt", "bob", "fx-chatgpt-branched"))
 	requireSlice(t, "bob's tree", fixtureRows(t, db, other), chatgptBranched.rows)
 	requireEqual(t, "self_check", failingChecks(t, db), "")
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -130,20 +129,14 @@ func derivedID(text string) string {
 }
 
 // importedID is the id an import gives the conversation of source in format
-// for owner: md5 of the jsonb text of the array [format, owner, source]
-// (jsonb writes ", " between elements and escapes as JSON does).
-func importedID(format, owner, source string) string {
-	parts := make([]string, 3)
-	for i, s := range []string{format, owner, source} {
-		var b strings.Builder
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(s); err != nil {
-			panic(err)
-		}
-		parts[i] = strings.TrimSuffix(b.String(), "\n")
-	}
-	return derivedID("[" + strings.Join(parts, ", ") + "]")
+// for owner: the keyed digest (HMAC-SHA256 under the database's secret,
+// convo_private.keyed_digest, read here as a superuser) of the SHA-256 of
+// the jsonb text of the array [format, owner, source], its first 32 hex
+// digits as a uuid (docs/importing.md, "Ids").
+func importedID(t testing.TB, db *pgxpool.Pool, format, owner, source string) string {
+	t.Helper()
+	return queryRow[string](t, db, `SELECT left(convo_private.keyed_digest(encode(sha256(convert_to(
+		jsonb_build_array($1::text, $2::text, $3::text)::text, 'UTF8')), 'hex')), 32)::uuid::text`, format, owner, source)
 }
 
 // srcTree is a sample conversation read as the import reads it.

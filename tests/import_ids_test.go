@@ -37,8 +37,8 @@ func TestImportIDsDoNotCollideAcrossOwners(t *testing.T) {
 	login, web := newRole(t, db, "LOGIN", "convo_app")
 	acme := mustImport(t, web, "acme", "chatgpt", tinyChatGPT("42:foo", "Hi."))
 	other := mustImport(t, web, "acme:42", "chatgpt", tinyChatGPT("foo", "Hi."))
-	requireEqual(t, "acme's id", acme, importedID("chatgpt", "acme", "42:foo"))
-	requireEqual(t, "acme:42's id", other, importedID("chatgpt", "acme:42", "foo"))
+	requireEqual(t, "acme's id", acme, importedID(t, db, "chatgpt", "acme", "42:foo"))
+	requireEqual(t, "acme:42's id", other, importedID(t, db, "chatgpt", "acme:42", "foo"))
 	if acme == other {
 		t.Fatal("two owners' sources share one conversation")
 	}
@@ -69,14 +69,14 @@ func noIDChatGPT(answer string) string {
 }
 
 // TestErasedImportAnswersNoGuess: a document without an id of its own is
-// keyed by its digest under the database's secret, so the conversation id
-// that erasure keeps is not the md5 rule's, which anyone could check
-// guessed documents against; and after erase_conversation, importing a
-// guess of the erased document answers as any other document: a new
-// conversation, under an id that is not the erased one's. Guesses are
-// tried in transactions rolled back, as an application would probe, the
-// right one among them; then the erased document imports anew for real,
-// and its repeat returns the new conversation.
+// keyed by its digest under the database's secret, and so is every
+// conversation id an import gives: the id erasure keeps cannot be computed
+// from a guessed document and its source key (import_history shows the key).
+// After erase_conversation, importing a guess of the erased document
+// answers as any other document: a new conversation, under an id that is
+// not the erased one's. Guesses are tried in transactions rolled back, as
+// an application would probe, the right one among them; then the erased
+// document imports anew for real, and its repeat returns the new one.
 func TestErasedImportAnswersNoGuess(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
@@ -84,25 +84,32 @@ func TestErasedImportAnswersNoGuess(t *testing.T) {
 	admin := loginAs(t, db, "convo_admin")
 	secret := noIDChatGPT("Your PIN is 4821.")
 	erased := mustImport(t, web, "alice", "chatgpt", secret)
-	if erased == importedID("chatgpt", "alice", "sha:"+queryRow[string](t, db, `SELECT md5($1::jsonb::text)`, secret)) {
-		t.Fatal("a document without an id has the conversation id of the md5 of its text")
-	}
 	requireEqual(t, "a repeat before the erasure", mustImport(t, web, "alice", "chatgpt", secret), erased)
 	mustExec(t, admin, `SELECT count(*) FROM convo.erase_conversation($1, 'the user asked')`, erased)
 
+	// computable: the md5 rule (format, owner, source key[, n]) an
+	// application could compute from what import_history shows.
+	computable := func(source string, n int) string {
+		return queryRow[string](t, db, `SELECT md5((CASE WHEN $2 = 0 THEN jsonb_build_array('chatgpt', 'alice', $1::text)
+			ELSE jsonb_build_array('chatgpt', 'alice', $1::text, $2) END)::text)::uuid::text`, source, n)
+	}
 	before := fingerprint(t, db)
 	type answer struct {
-		sqlState     string
-		erasedID     bool
-		derivedFresh bool // the md5 rule's id: would tell the guess by its id alone
+		sqlState         string
+		created          bool
+		erasedID         bool // the guess got the erased conversation's id
+		idComputable     bool // its id follows from its source key
+		erasedComputable bool // the erased id follows from the guess's source key
 	}
 	answers := map[answer][]string{}
 	for i := 0; i < 60; i++ {
 		pin := fmt.Sprintf("%04d", 4790+i) // 4821 among them
 		doc := noIDChatGPT("Your PIN is " + pin + ".")
-		var id string
+		var id, source string
+		var created bool
 		err := inOwnerTx(web, "alice", func(ctx context.Context, tx pgx.Tx) error {
-			if err := tx.QueryRow(ctx, `SELECT convo.import_chatgpt('alice', $1::jsonb)::text`, doc).Scan(&id); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT conversation_id::text, source_key, created
+				FROM convo.import_history('chatgpt', 'alice', $1::jsonb)`, doc).Scan(&id, &source, &created); err != nil {
 				return err
 			}
 			return errRollBack
@@ -110,16 +117,19 @@ func TestErasedImportAnswersNoGuess(t *testing.T) {
 		if err != errRollBack && sqlState(err) == "" {
 			t.Fatalf("guess %s: %v", pin, err)
 		}
-		a := answer{sqlState: sqlState(err), erasedID: id == erased,
-			derivedFresh: id == importedID("chatgpt", "alice", "sha:"+queryRow[string](t, db, `SELECT md5($1::jsonb::text)`, doc))}
+		a := answer{sqlState: sqlState(err), created: created, erasedID: id == erased}
+		if source != "" {
+			a.idComputable = id == computable(source, 0) || id == computable(source, 1)
+			a.erasedComputable = erased == computable(source, 0) || erased == computable(source, 1)
+		}
 		answers[a] = append(answers[a], pin)
 	}
 	if len(answers) != 1 {
 		t.Fatalf("the guesses got different answers: %v", answers)
 	}
 	for a := range answers {
-		if a.sqlState != "" || a.erasedID || a.derivedFresh {
-			t.Fatalf("every guess should import as a new conversation under a keyed id: %+v", a)
+		if a.sqlState != "" || !a.created || a.erasedID || a.idComputable || a.erasedComputable {
+			t.Fatalf("every guess should import as a new conversation under an id nobody computes: %+v", a)
 		}
 	}
 	requireFingerprint(t, db, "the guesses rolled back", before)

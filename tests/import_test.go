@@ -77,7 +77,7 @@ func TestImportSamples(t *testing.T) {
 			conv := mustImport(t, web, owner, s.format, doc)
 			src := newSrcTree(t, s.format, s.doc)
 			if src.source != "" {
-				requireEqual(t, "conversation id", conv, importedID(s.format, owner, src.source))
+				requireEqual(t, "conversation id", conv, importedID(t, db, s.format, owner, src.source))
 			}
 			want := expectTree(t, src)
 			requireTree(t, storedTree(t, db, conv), want)
@@ -448,7 +448,7 @@ func TestImportOwnersAndRepeats(t *testing.T) {
 		})
 	}
 	requireEqual(t, "a superuser imports for any owner", queryRow[string](t, db, `SELECT convo.import_openwebui('carol', $1::jsonb)::text`, ow),
-		importedID("openwebui", "carol", keyedSource(t, db, ow)))
+		importedID(t, db, "openwebui", "carol", keyedSource(t, db, ow)))
 }
 
 // TestImportWritesNoEffects: an import whose tool calls name a registered
@@ -773,7 +773,7 @@ func TestImportLibreChat(t *testing.T) {
 			if other == conv {
 				t.Fatal("two owners got the same conversation")
 			}
-			requireEqual(t, "the second owner's id", other, importedID("librechat", "lc-2", src.source))
+			requireEqual(t, "the second owner's id", other, importedID(t, db, "librechat", "lc-2", src.source))
 			requireTree(t, storedTree(t, db, other), storedTree(t, db, conv))
 			// The same source with other content: CV009, nothing written.
 			changed := cloneJSON(t, doc)

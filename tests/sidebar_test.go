@@ -329,8 +329,7 @@ func TestImportSetsTheTitle(t *testing.T) {
 	first := importOnce()
 	requireEqual(t, "the first import", fmt.Sprintf("%v %d %d %s", first.Created, first.Messages, first.Kept, first.Title),
 		"true 2 1 Trip to Lisbon")
-	requireEqual(t, "the id", first.ID, queryRow[string](t, db,
-		`SELECT md5(jsonb_build_array('chatgpt', 'owner-i', 'sidebar-1')::text)::uuid::text`))
+	requireEqual(t, "the id", first.ID, importedID(t, db, "chatgpt", "owner-i", "sidebar-1"))
 	before := fingerprint(t, db)
 	again := importOnce()
 	requireEqual(t, "the repeat", fmt.Sprintf("%s %v %d", again.ID, again.Created, again.Messages), first.ID+" false 2")

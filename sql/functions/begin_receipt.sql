@@ -38,6 +38,8 @@ BEGIN
                                   coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
                   HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
     END IF;
+    -- Held against an owner-wide erasure running meanwhile (hold_owner).
+    PERFORM convo_private.hold_owner(p_owner_id, false);
     IF p_idempotency_key IS NULL OR length(p_idempotency_key) NOT BETWEEN 8 AND 255 THEN
         RAISE EXCEPTION 'an idempotency key is 8 to 255 characters'
             USING ERRCODE = 'CV011', DETAIL = format('key %s', coalesce(quote_literal(p_idempotency_key), 'NULL'));

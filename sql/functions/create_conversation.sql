@@ -35,6 +35,8 @@ BEGIN
                                   coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
                   HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
     END IF;
+    -- Held against an owner-wide erasure running meanwhile (hold_owner).
+    PERFORM convo_private.hold_owner(p_owner_id, false);
     IF p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
         RAISE EXCEPTION 'p_metadata must be a JSON object'
             USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);

@@ -1,7 +1,11 @@
 -- erase_owner: erase_conversation for every conversation of an owner, and
 -- the owner's receipts (request, arguments, expected values), in one
 -- transaction; each conversation's erasure and the receipts' are recorded
--- on their own. An owner with nothing stored is not an error. convo_admin's;
+-- on their own. An owner with nothing stored is not an error. It holds the
+-- owner exclusive first (hold_owner), so it waits for every open transaction
+-- that made a conversation, receipt or import of the owner's and nothing new
+-- is made meanwhile, then locks and erases exactly the conversations it
+-- listed. convo_admin's;
 -- the caller (convo_private.caller, not a SECURITY DEFINER helper's owner)
 -- must be one that may write for the owner, else CV011.
 CREATE OR REPLACE FUNCTION convo.erase_owner(p_owner_id text, p_reason text)
@@ -11,7 +15,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_id uuid;
+    v_ids uuid[];
+    v_id  uuid;
 BEGIN
     IF p_owner_id IS NULL OR p_owner_id = '' THEN
         RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011', DETAIL = 'owner NULL or empty';
@@ -39,16 +44,17 @@ BEGIN
         RAISE EXCEPTION 'p_reason is longer than % characters', convo.max_ref_length()
             USING ERRCODE = 'CV010', DETAIL = format('owner %s', p_owner_id);
     END IF;
+    PERFORM convo_private.hold_owner(p_owner_id, true);
     -- Lock the owner's conversations in one order, each by its key, as every
-    -- writer would.
-    FOR v_id IN SELECT c.id FROM convo.conversations c WHERE c.owner_id = p_owner_id ORDER BY c.id LOOP
+    -- writer would, and erase exactly those.
+    SELECT array_agg(c.id ORDER BY c.id) INTO v_ids FROM convo.conversations c WHERE c.owner_id = p_owner_id;
+    FOREACH v_id IN ARRAY coalesce(v_ids, '{}') LOOP
         PERFORM 1 FROM convo.conversations c WHERE c.id = v_id FOR NO KEY UPDATE;
     END LOOP;
     RETURN QUERY
     SELECT e.place, sum(e.rows_redacted)::bigint
-      FROM (SELECT x.* FROM convo.conversations c
+      FROM (SELECT x.* FROM unnest(v_ids) AS c (id)
                   CROSS JOIN LATERAL convo_private.erase_content(p_owner_id, c.id, p_reason) x
-             WHERE c.owner_id = p_owner_id
             UNION ALL
             SELECT y.* FROM convo_private.erase_content(p_owner_id, NULL, p_reason) y) e
      GROUP BY e.place

@@ -30,7 +30,7 @@ BEGIN
             ('tool_effect_events', 'evidence', 'conversation_id'),
             ('import_origins', 'node', 'conversation_id'),
             ('imports', 'source_key, digest', 'conversation_id'),
-            ('tool_receipts', 'request, arguments, expected', 'owner_id')) AS p (tab, cols, key)
+            ('tool_receipts', 'request, request_digest, arguments, expected', 'owner_id')) AS p (tab, cols, key)
          WHERE (p.tab = 'tool_receipts') = (p_conversation_id IS NULL)
     LOOP
         EXECUTE format('UPDATE convo.%1$I t SET (%2$s) = (SELECT %2$s FROM jsonb_populate_record(NULL::convo.%1$I,
@@ -48,5 +48,15 @@ BEGIN
             RETURN NEXT;
         END IF;
     END LOOP;
+    -- A new version of the conversation's row when anything was erased,
+    -- whatever the row itself held: a transaction whose snapshot is older
+    -- than the erasure (REPEATABLE READ) then cannot lock the conversation
+    -- to write to it (40001), where it would count its key epoch without the
+    -- erasure and meet the erased keys (record_tool_call). A repeat that
+    -- erased nothing leaves the row as it was.
+    IF p_conversation_id IS NOT NULL AND EXISTS (SELECT 1 FROM convo.erasure_places x
+                                                  WHERE x.owner_id = p_owner_id AND x.erasure_id = v_erasure) THEN
+        UPDATE convo.conversations c SET last_activity_at = c.last_activity_at WHERE c.id = p_conversation_id;
+    END IF;
 END;
 $$;

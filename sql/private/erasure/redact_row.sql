@@ -6,7 +6,9 @@
 -- and the titles in its change log,
 -- generation params, request digest, usage and error detail, effect
 -- arguments, event evidence, an imported message's source node, an
--- import's source key and digest, a receipt's request, arguments and expected values. Idempotent. erase_content,
+-- import's source key and digest, a receipt's request, its digest (keyed,
+-- but of the request alone, so equal for every owner's equal request), its
+-- arguments and expected values. Idempotent. erase_content,
 -- the one place that updates content, writes it.
 CREATE OR REPLACE FUNCTION convo_private.redact_row(p_table text, p_row jsonb)
 RETURNS jsonb
@@ -26,7 +28,7 @@ RETURN p_row || CASE p_table
     WHEN 'tool_effect_events' THEN '{"evidence": {}}'::jsonb
     WHEN 'import_origins' THEN '{"node": {"erased": true}}'::jsonb
     WHEN 'imports' THEN '{"source_key": null, "digest": null}'::jsonb
-    WHEN 'tool_receipts' THEN jsonb_build_object('request', '{}'::jsonb,
+    WHEN 'tool_receipts' THEN jsonb_build_object('request', '{}'::jsonb, 'request_digest', NULL,
         'arguments', CASE WHEN jsonb_typeof(p_row -> 'arguments') <> 'null' THEN '{}'::jsonb END,
         'expected', CASE WHEN jsonb_typeof(p_row -> 'expected') <> 'null' THEN '{}'::jsonb END)
 END;

@@ -1,10 +1,11 @@
 -- check_import_owner: the owner checks of an import, as create_conversation
 -- makes them: an owner is required, at most max_id_length characters, and
--- a convo_app session imports only for the owner it set (CV011 otherwise).
+-- a convo_app session imports only for the owner it set (CV011 otherwise);
+-- then it holds the owner against an owner-wide erasure running meanwhile
+-- (hold_owner), as create_conversation does.
 CREATE OR REPLACE FUNCTION convo_private.check_import_owner(p_owner_id text)
 RETURNS void
 LANGUAGE plpgsql
-STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -23,5 +24,6 @@ BEGIN
                                   coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
                   HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
     END IF;
+    PERFORM convo_private.hold_owner(p_owner_id, false);
 END;
 $$;

@@ -5,12 +5,15 @@ package tests
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"testing"
 
 	"github.com/pgconvo/pgconvo/internal/localpg"
+	"github.com/pgconvo/pgconvo/migrator"
 )
 
 // testDatabaseEnv names the variable that points the tests at an existing
@@ -52,7 +55,39 @@ func runTests(m *testing.M) int {
 	}()
 	serverURL = srv.URL("postgres")
 	defer removeMigrateBinary()
+	if err := createRoles(serverURL); err != nil {
+		fmt.Fprintln(os.Stderr, "tests: creating pgconvo's roles on the new server:", err)
+		return 1
+	}
 	return m.Run()
+}
+
+// createRoles migrates a throwaway database of a new server once, before
+// any test runs, so that pgconvo's cluster-wide roles exist: two migrations
+// of two databases that start at the same moment on a server without them
+// would both create them, and one fail on the other's role.
+func createRoles(server string) error {
+	ctx := context.Background()
+	admin, err := sql.Open("pgx", server)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, `CREATE DATABASE pgconvo_roles`); err != nil {
+		return err
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		return err
+	}
+	u.Path = "/pgconvo_roles"
+	m, err := migrator.Open(u.String())
+	if err != nil {
+		return err
+	}
+	err = errors.Join(m.Up(ctx), m.Close())
+	_, dropErr := admin.ExecContext(ctx, `DROP DATABASE pgconvo_roles`)
+	return errors.Join(err, dropErr)
 }
 
 // noServerMessage says why the tests have no server to run on and what to

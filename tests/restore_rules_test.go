@@ -135,6 +135,41 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 		{"a tool call at another part of its message", edit(func(x map[string]any) {
 			docRow(t, x, "tool_calls", "tool_call_id", "call_3")["ordinal"] = json.Number("0")
 		}), []string{"tool_calls: call call_3 links part 0", "which is not its tool_use"}},
+		{"a confirmation whose event is by another", edit(func(x map[string]any) {
+			id := docRow(t, x, "effects", "confirmed_by", "bob")["id"]
+			for _, v := range rows(x, "effect_events") {
+				if v["effect_id"] == id && v["from_state"] == "awaiting_confirmation" {
+					v["actor"] = "mallory"
+				}
+			}
+		}), []string{"effect_events: effect", "was confirmed by bob", "says mallory"}},
+		{"a confirmation by nobody", edit(func(x map[string]any) {
+			e := docRow(t, x, "effects", "confirmed_by", "bob")
+			e["confirmed_by"] = ""
+			for _, v := range rows(x, "effect_events") {
+				if v["effect_id"] == e["id"] && v["from_state"] == "awaiting_confirmation" {
+					v["actor"] = ""
+				}
+			}
+		}), []string{"effect_events: effect", "was confirmed by nobody"}},
+		{"a completed generation that started when it finished", edit(func(x map[string]any) {
+			g := completed(x)
+			g["started_at"] = g["finished_at"]
+		}), []string{"generations: generation", "created before it started"}},
+		{"a generation begun at a head created after it started", edit(func(x map[string]any) {
+			g := completed(x)
+			g["head_at_begin"] = last(x)["id"]
+		}), []string{"generations: generation", "began at head", "created after it started"}},
+		{"a ledger call on a message marked imported from another product", edit(func(x map[string]any) {
+			call := docRow(t, x, "tool_calls", "tool_call_id", "call_1")
+			imp := newID()
+			x["imports"] = append(rows(x, "imports"), map[string]any{"id": imp, "owner_id": "owner-1", "format": "chatgpt",
+				"source_key": "forged", "digest": "forged", "imported_by": "someone",
+				"imported_at": conversation(x)["last_activity_at"], "import_id": nil})
+			docRow(t, x, "messages", "id", call["message_id"])["import_id"] = imp
+			x["origins"] = append(rows(x, "origins"), map[string]any{"message_id": call["message_id"], "source": "chatgpt",
+				"node_key": "forged-1", "node": map[string]any{"id": "forged-1"}, "import_id": nil})
+		}), []string{"tool_calls: call call_1 is of message", "imported from chatgpt"}},
 		{"a currency its column cannot hold", edit(func(x map[string]any) {
 			docRow(t, x, "effects", "state", "applied")["currency"] = "EURO"
 		}), []string{"effects row", "(id " + docRow(t, decodeExport(t, doc), "effects", "state", "applied")["id"].(string) + ")"}},

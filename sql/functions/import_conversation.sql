@@ -241,9 +241,12 @@ BEGIN
 
         -- Effects as they stand (their event chains were checked above). The
         -- scope key is computed here (scope_key, this database's secret)
-        -- from the creating call's input, unless erasure left none, in the
-        -- effect's key epoch (key_epoch: the document's erasures, written
-        -- above, by its requested_at); the
+        -- from the creating call's input in the effect's key epoch
+        -- (key_epoch: the document's erasures, written above, by its
+        -- requested_at). Where erasure left no input, the key
+        -- is 'erased:' and the effect's id, which no call's key can be: the
+        -- document's, made under another secret, cannot be checked here,
+        -- and a planted one would be matched by a later call. The
         -- idempotency key is the document's, which may have been sent,
         -- except where nothing was sent (awaiting confirmation, rejected),
         -- where it is the scope key.
@@ -264,9 +267,9 @@ BEGIN
             ON q.effect_id::text = j.elem ->> 'id'
           CROSS JOIN LATERAL jsonb_populate_record(NULL::convo.tool_effects,
               j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import,
-                                           'scope_key', coalesce(to_jsonb(q.scope_key), j.elem -> 'scope_key'))
+                                           'scope_key', coalesce(q.scope_key, 'erased:' || (j.elem ->> 'id')))
                     || CASE WHEN j.elem ->> 'state' = 'awaiting_confirmation' OR q.decision = 'rejected'
-                            THEN jsonb_build_object('idempotency_key', coalesce(to_jsonb(q.scope_key), j.elem -> 'scope_key'))
+                            THEN jsonb_build_object('idempotency_key', coalesce(q.scope_key, 'erased:' || (j.elem ->> 'id')))
                             ELSE '{}' END) r;
 
         INSERT INTO convo.tool_effect_calls

@@ -1,7 +1,8 @@
 -- import_repeat: the conversation an import from another product made
 -- before for this owner from the same source (by owner, format and source
 -- key in convo.imports, so ids given under an earlier rule are found too,
--- and no other owner's row is read or locked), or NULL for a new one. The
+-- and no other owner's row is read or locked; a record a restore carried
+-- (import_id set) is history, not an import here), or NULL for a new one. The
 -- same source text (its keyed digest) is a repeat, which writes nothing;
 -- other content is CV009, naming the source key and the way out.
 CREATE OR REPLACE FUNCTION convo_private.import_repeat(
@@ -19,7 +20,7 @@ DECLARE
     v_import convo.imports;
 BEGIN
     SELECT * INTO v_import FROM convo.imports i
-     WHERE i.owner_id = p_owner_id AND i.format = p_format AND i.source_key = p_source_key;
+     WHERE i.owner_id = p_owner_id AND i.format = p_format AND i.source_key = p_source_key AND i.import_id IS NULL;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;

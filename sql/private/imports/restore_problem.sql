@@ -239,10 +239,26 @@ BEGIN
            FROM e
           WHERE e.idempotency_key IS DISTINCT FROM CASE WHEN e.confirmed_by IS NULL THEN e.scope_key
                                                         ELSE 'rerun:' || e.id || ':of:' || e.repeats_effect_id END
-            -- A key sent before digests were keyed keeps its plain form.
+            -- A key sent before digests were keyed keeps its plain form: a
+            -- digest under the same scope. The scopes are the API's, never a
+            -- pattern read from the document.
             AND NOT (e.confirmed_by IS NULL AND e.state <> 'awaiting_confirmation'
-                     AND e.idempotency_key ~ ('^' || split_part(e.scope_key, ':', 1) || ':[0-9a-f]{64}$'))
+                     AND e.idempotency_key ~ '^(tool_call|conversation_args|fork_args|rejected):[0-9a-f]{64}$'
+                     -- (An erased effect restored before is keyed 'erased:' and
+                     -- its id, and keeps the key it was sent under.)
+                     AND split_part(e.scope_key, ':', 1) IN (split_part(e.idempotency_key, ':', 1), 'erased'))
           LIMIT 1)
+        UNION ALL
+        (SELECT format('effects: effect %s has scope key %s, which is no scope''s key', e.id, e.scope_key)
+           FROM e WHERE e.scope_key !~ '^(tool_call|conversation_args|fork_args|rejected):[0-9a-f]{64}$'
+                    AND e.scope_key !~ '^erased:[0-9a-f-]{36}$' LIMIT 1)
+        UNION ALL
+        -- A confirmation's event is by whoever confirmed it (confirm_effect
+        -- writes the one name to both), and someone did.
+        (SELECT format('effect_events: effect %s was confirmed by %s, its event seq %s says %s', e.id,
+                       coalesce(nullif(e.confirmed_by, ''), 'nobody'), v.seq, coalesce(v.actor, 'nobody'))
+           FROM e JOIN v ON v.effect_id = e.id AND v.from_state = 'awaiting_confirmation' AND v.to_state = 'pending'
+          WHERE e.confirmed_by IS NULL OR e.confirmed_by = '' OR v.actor IS DISTINCT FROM e.confirmed_by LIMIT 1)
         UNION ALL
         -- Times: each one the database writes is there and finite (a
         -- column that may be NULL is finite when set), then in order.
@@ -310,6 +326,16 @@ BEGIN
           WHERE g.state = 'completed'
             AND (m.id IS NULL OR m.parent_id IS DISTINCT FROM g.prompt_message_id OR m.role IS DISTINCT FROM 'assistant') LIMIT 1)
         UNION ALL
+        -- A completed generation began before its answer was written and
+        -- finished after; the head it began at was there when it began.
+        (SELECT format('generations: generation %s %s', g.id, CASE
+                    WHEN a.created_at < g.started_at THEN format('is answered by message %s, created before it started', a.id)
+                    WHEN a.created_at > g.finished_at THEN format('is answered by message %s, created after it finished', a.id)
+                    ELSE format('began at head %s, created after it started', h.id) END)
+           FROM g LEFT JOIN m a ON a.id = g.message_id AND g.state = 'completed'
+           LEFT JOIN m h ON h.id = g.head_at_begin
+          WHERE a.created_at < g.started_at OR a.created_at > g.finished_at OR h.created_at > g.started_at LIMIT 1)
+        UNION ALL
         (SELECT format('generations: generation %s %s', g.id, CASE
                     WHEN g.started_at > p_now OR g.finished_at > p_now THEN 'is dated after the import'
                     WHEN g.finished_at < g.started_at THEN 'finished before it started'
@@ -317,6 +343,13 @@ BEGIN
            FROM g JOIN mo m ON m.id = g.prompt_message_id
           WHERE g.started_at > p_now OR g.finished_at > p_now OR g.finished_at < g.started_at
              OR (NOT m.imported AND g.started_at < m.created_at) LIMIT 1)
+        UNION ALL
+        -- An import from another product writes no ledger row: a call of an
+        -- imported message (whose times are the source's) is no call the
+        -- API decided.
+        (SELECT format('tool_calls: call %s is of message %s, imported from %s, which writes no ledger row',
+                       k.tool_call_id, m.id, m.source)
+           FROM k JOIN mo m ON m.id = k.message_id WHERE m.imported LIMIT 1)
         UNION ALL
         (SELECT format('tool_calls: call %s decided at %s, %s', k.tool_call_id, k.decided_at,
                        CASE WHEN k.decided_at > p_now THEN 'after the import' ELSE 'before its message was created' END)

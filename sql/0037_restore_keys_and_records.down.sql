@@ -959,6 +959,8 @@ BEGIN
 END;
 $$;
 
+DROP FUNCTION convo_private.restore_repeat;
+
 -- Reverse the table changes here, below the objects.
 ALTER TABLE convo.tool_effects DROP CONSTRAINT tool_effects_confirmed_by_check;
 

@@ -58,7 +58,6 @@ DECLARE
     v_conv      jsonb;
     v_id        uuid;
     v_digest    text;
-    v_existing  convo.conversations;
     v_problem   text;
     v_stored    jsonb;
     v_ids       uuid[];
@@ -146,13 +145,8 @@ BEGIN
         -- for): the same document restored here before (its digest), or a
         -- conversation of this database that exports to exactly it, returns
         -- the id and writes nothing; anything else under that id is CV009.
-        SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id;
-        IF FOUND THEN
-            IF v_existing.owner_id = p_owner_id
-               AND (EXISTS (SELECT 1 FROM convo.imports i
-                             WHERE i.conversation_id = v_id AND i.format = 'pgconvo' AND i.import_id IS NULL
-                               AND i.digest = v_digest)
-                    OR convo_private.export_of(v_id)::text = p_export::text) THEN
+        IF EXISTS (SELECT 1 FROM convo.conversations c WHERE c.id = v_id) THEN
+            IF convo_private.restore_repeat(p_owner_id, v_id, v_digest, p_export) THEN
                 RETURN v_id;
             END IF;
             RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
@@ -192,11 +186,7 @@ BEGIN
             -- The insert waited for another session's restore under this
             -- id, now committed: a retry of the same document (its digest
             -- on record) is a repeat, as above, and writes nothing.
-            IF EXISTS (SELECT 1 FROM convo.conversations c WHERE c.id = v_id AND c.owner_id = p_owner_id)
-               AND (EXISTS (SELECT 1 FROM convo.imports i
-                             WHERE i.conversation_id = v_id AND i.format = 'pgconvo' AND i.import_id IS NULL
-                               AND i.digest = v_digest)
-                    OR convo_private.export_of(v_id)::text = p_export::text) THEN
+            IF convo_private.restore_repeat(p_owner_id, v_id, v_digest, p_export) THEN
                 RETURN v_id;
             END IF;
             RAISE EXCEPTION 'conversation id % was taken meanwhile', v_id
@@ -1001,6 +991,32 @@ BEGIN
     ) AS problems (p)
     LIMIT 1;
     RETURN v_problem;
+END;
+$$;
+
+-- restore_repeat: whether conversation p_conversation_id, as it stands, is
+-- what restoring p_export for p_owner_id made or would make: the owner's,
+-- and restored here before from the same document (its digest on the
+-- restore's record) or exporting to exactly it. import_conversation asks
+-- before it writes and again when its insert waited for another session's
+-- restore under the id: either way a repeat returns the id, and anything
+-- else under that id is CV009.
+CREATE OR REPLACE FUNCTION convo_private.restore_repeat(
+    p_owner_id        text,
+    p_conversation_id uuid,
+    p_digest          text,
+    p_export          jsonb)
+RETURNS boolean
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM convo.conversations c WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id)
+       AND (EXISTS (SELECT 1 FROM convo.imports i
+                     WHERE i.conversation_id = p_conversation_id AND i.format = 'pgconvo' AND i.import_id IS NULL
+                       AND i.digest = p_digest)
+            OR convo_private.export_of(p_conversation_id)::text = p_export::text);
 END;
 $$;
 

@@ -36,7 +36,6 @@ DECLARE
     v_conv      jsonb;
     v_id        uuid;
     v_digest    text;
-    v_existing  convo.conversations;
     v_problem   text;
     v_stored    jsonb;
     v_ids       uuid[];
@@ -124,13 +123,8 @@ BEGIN
         -- for): the same document restored here before (its digest), or a
         -- conversation of this database that exports to exactly it, returns
         -- the id and writes nothing; anything else under that id is CV009.
-        SELECT * INTO v_existing FROM convo.conversations c WHERE c.id = v_id;
-        IF FOUND THEN
-            IF v_existing.owner_id = p_owner_id
-               AND (EXISTS (SELECT 1 FROM convo.imports i
-                             WHERE i.conversation_id = v_id AND i.format = 'pgconvo' AND i.import_id IS NULL
-                               AND i.digest = v_digest)
-                    OR convo_private.export_of(v_id)::text = p_export::text) THEN
+        IF EXISTS (SELECT 1 FROM convo.conversations c WHERE c.id = v_id) THEN
+            IF convo_private.restore_repeat(p_owner_id, v_id, v_digest, p_export) THEN
                 RETURN v_id;
             END IF;
             RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
@@ -170,11 +164,7 @@ BEGIN
             -- The insert waited for another session's restore under this
             -- id, now committed: a retry of the same document (its digest
             -- on record) is a repeat, as above, and writes nothing.
-            IF EXISTS (SELECT 1 FROM convo.conversations c WHERE c.id = v_id AND c.owner_id = p_owner_id)
-               AND (EXISTS (SELECT 1 FROM convo.imports i
-                             WHERE i.conversation_id = v_id AND i.format = 'pgconvo' AND i.import_id IS NULL
-                               AND i.digest = v_digest)
-                    OR convo_private.export_of(v_id)::text = p_export::text) THEN
+            IF convo_private.restore_repeat(p_owner_id, v_id, v_digest, p_export) THEN
                 RETURN v_id;
             END IF;
             RAISE EXCEPTION 'conversation id % was taken meanwhile', v_id

@@ -6,6 +6,11 @@ RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
 AS $$
 DECLARE
     v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);

@@ -11,12 +11,18 @@
 -- foreign key. SECURITY DEFINER, so that a role granted INSERT meets these
 -- rules rather than a missing privilege on pgconvo's functions; the owner
 -- checks read the caller from the session (convo_private.caller), not
--- current_user.
+-- current_user. A role row-level security binds is refused before any
+-- row is read (refuse_row_security_bound).
 CREATE OR REPLACE FUNCTION convo_private.messages_guard()
 RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
 AS $$
 DECLARE
     v_parent  convo.messages;
@@ -26,6 +32,7 @@ DECLARE
     v_where   text := format('a new %s message in conversation %s, parent %s', coalesce(NEW.role, 'NULL'),
                              NEW.conversation_id, coalesce(NEW.parent_id::text, 'none (a root)'));
 BEGIN
+    PERFORM convo_private.refuse_row_security_bound('messages', TG_OP);
     PERFORM convo_private.lock_conversation(NEW.conversation_id);
     IF NEW.parent_id IS NOT NULL THEN
         v_parent := convo_private.message_ref(NEW.conversation_id, NEW.parent_id);

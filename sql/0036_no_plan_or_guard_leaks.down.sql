@@ -3080,6 +3080,73 @@ BEGIN ATOMIC
      WHERE c.relnamespace = 'convo'::regnamespace;
 END;
 
+-- package_triggers: every trigger pgconvo puts on its tables (and on its
+-- view message_parts), by what it guards: append_only (refuse_change,
+-- refuse_forgery), head_log (the conversation's guards and the logging of
+-- direct head, title and archive updates) and rule (the tree's and the
+-- ledger's guards, the state machines). Each table's triggers are numbered
+-- in the order they fire (PostgreSQL fires the triggers of one timing, event
+-- and level by name): 10 and 11 who may write and what a new or changed row
+-- may hold, 20 what a row must be (or, after the write, its log), 30 an
+-- UPDATE refused or logged, 90 append-only. self_check requires each present and
+-- ENABLE ALWAYS (a view's are enabled as views allow), and no other trigger
+-- on the package's tables.
+CREATE OR REPLACE FUNCTION convo_private.package_triggers()
+RETURNS TABLE (table_name text, trigger_name text, guards text)
+LANGUAGE sql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT t.table_name, t.trigger_name, t.guards
+      FROM (VALUES
+        ('conversations', 'conversations_10_guard', 'head_log'),
+        ('conversations', 'conversations_11_new_guard', 'head_log'),
+        ('conversations', 'conversations_12_head_guard', 'head_log'),
+        ('conversations', 'conversations_20_log_direct', 'head_log'),
+        ('conversations', 'conversations_21_log_direct_change', 'head_log'),
+        ('conversations', 'conversations_90_no_delete', 'append_only'),
+        ('conversation_changes', 'conversation_changes_10_no_forgery', 'append_only'),
+        ('conversation_changes', 'conversation_changes_30_no_update', 'append_only'),
+        ('conversation_changes', 'conversation_changes_90_append_only', 'append_only'),
+        ('messages', 'messages_20_guard', 'rule'),
+        ('messages', 'messages_30_no_update', 'append_only'),
+        ('messages', 'messages_90_append_only', 'append_only'),
+        ('keyed_parts', 'keyed_parts_10_no_forgery', 'append_only'),
+        ('keyed_parts', 'keyed_parts_20_guard', 'rule'),
+        ('keyed_parts', 'keyed_parts_90_append_only', 'append_only'),
+        ('conversation_head_log', 'conversation_head_log_10_no_forgery', 'append_only'),
+        ('conversation_head_log', 'conversation_head_log_90_append_only', 'append_only'),
+        ('live_path', 'live_path_10_no_forgery', 'append_only'),
+        ('generations', 'generations_20_transition', 'rule'),
+        ('generations', 'generations_90_no_delete', 'append_only'),
+        ('tools', 'tools_10_no_forgery', 'append_only'),
+        ('tools', 'tools_90_append_only', 'append_only'),
+        ('effect_transitions', 'effect_transitions_90_fixed', 'append_only'),
+        ('tool_effects', 'tool_effects_10_no_forgery', 'append_only'),
+        ('tool_effects', 'tool_effects_20_transition', 'rule'),
+        ('tool_effects', 'tool_effects_30_log_direct', 'rule'),
+        ('tool_effects', 'tool_effects_90_no_delete', 'append_only'),
+        ('tool_effect_calls', 'tool_effect_calls_10_no_forgery', 'append_only'),
+        ('tool_effect_calls', 'tool_effect_calls_90_append_only', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_10_no_forgery', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_30_no_update', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_90_append_only', 'append_only'),
+        ('tool_receipts', 'tool_receipts_10_no_forgery', 'append_only'),
+        ('tool_receipts', 'tool_receipts_20_transition', 'rule'),
+        ('tool_receipts', 'tool_receipts_90_no_delete', 'append_only'),
+        ('erasures', 'erasures_10_no_forgery', 'append_only'),
+        ('erasures', 'erasures_90_append_only', 'append_only'),
+        ('erasure_places', 'erasure_places_10_no_forgery', 'append_only'),
+        ('erasure_places', 'erasure_places_90_append_only', 'append_only'),
+        ('import_origins', 'import_origins_10_no_forgery', 'append_only'),
+        ('import_origins', 'import_origins_30_no_update', 'append_only'),
+        ('import_origins', 'import_origins_90_append_only', 'append_only'),
+        ('imports', 'imports_10_no_forgery', 'append_only'),
+        ('imports', 'imports_30_no_update', 'append_only'),
+        ('imports', 'imports_90_append_only', 'append_only'),
+        ('message_parts', 'message_parts_10_refuse', 'append_only')) AS t (table_name, trigger_name, guards);
+END;
+
 -- orphaned_applied_effects: applied effects none of whose tool calls sits on
 -- the path from the root to its conversation's current head: charges that
 -- nobody is looking at any more. Reachability is computed, never stored, so
@@ -3194,6 +3261,12 @@ CREATE OR REPLACE TRIGGER live_path_10_no_forgery
     WHEN (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
     EXECUTE FUNCTION convo_private.refuse_forgery();
 ALTER TABLE convo.live_path ENABLE ALWAYS TRIGGER live_path_10_no_forgery;
+
+DROP TRIGGER messages_05_row_security ON convo.messages;
+
+DROP TRIGGER generations_05_row_security ON convo.generations;
+
+DROP TRIGGER conversations_05_row_security ON convo.conversations;
 
 DROP FUNCTION convo_private.stale_pending_effects_rows;
 

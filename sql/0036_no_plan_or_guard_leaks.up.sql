@@ -2941,8 +2941,8 @@ COMMENT ON FUNCTION convo.unarchive_conversation(uuid) IS
 -- its WHEN. SECURITY DEFINER: a role granted UPDATE alone meets the rule,
 -- not a missing privilege. It runs for every UPDATE outside pgconvo's
 -- code: the writer may write for the conversation's owner (lock_conversation,
--- CV002), after a role row-level security binds is refused
--- (refuse_row_security_bound).
+-- CV002); a role row-level security binds was refused before
+-- (conversations_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.conversations_head_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -2955,7 +2955,6 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 AS $$
 BEGIN
-    PERFORM convo_private.refuse_row_security_bound('conversations', TG_OP);
     -- The writer's owner's conversation (writes_owner, CV002 otherwise),
     -- as messages_guard: a head, title or archive state of another owner's
     -- is not a repair role's to change.
@@ -2976,9 +2975,9 @@ $$;
 -- the sidebar), and metadata within the cap. Imports and restores, which keep
 -- an export's times and title, are pgconvo's code and skip it in the WHEN.
 -- SECURITY DEFINER so that a role granted INSERT alone meets the rule, not
--- a missing privilege on the cap; the DETAIL names the caller. A role
--- row-level security binds is refused first (refuse_row_security_bound),
--- and an owner the writer may not write for (writes_owner) is CV011.
+-- a missing privilege on the cap; the DETAIL names the caller. An owner
+-- the writer may not write for (writes_owner) is CV011; a role row-level
+-- security binds was refused before (conversations_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.conversations_new_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -2991,7 +2990,6 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 AS $$
 BEGIN
-    PERFORM convo_private.refuse_row_security_bound('conversations', TG_OP);
     -- As create_conversation: the owner the writer may write for.
     IF NOT convo_private.writes_owner(NEW.owner_id) THEN
         RAISE EXCEPTION 'this session may not create conversations for owner %', NEW.owner_id
@@ -3029,9 +3027,9 @@ $$;
 -- of its prompt. CV006. A new one's prompt and starting head are messages
 -- of its conversation (CV003, CV002), and it names no import (CV011). It
 -- guards every write outside pgconvo's code (whose entries, and erasure,
--- write only such rows), first refusing a role row-level security binds
--- (refuse_row_security_bound) and a conversation not the writer's owner's
--- (lock_conversation: CV002).
+-- write only such rows), first refusing a conversation not the writer's
+-- owner's (lock_conversation: CV002); a role row-level security binds was
+-- refused before (generations_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.generations_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -3044,7 +3042,6 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 AS $$
 BEGIN
-    PERFORM convo_private.refuse_row_security_bound('generations', TG_OP);
     -- The writer's owner's conversation (writes_owner, CV002 otherwise),
     -- under its lock, as messages_guard: a repair role with BYPASSRLS
     -- writes for the owner it set only.
@@ -3159,8 +3156,8 @@ $$;
 -- foreign key. SECURITY DEFINER, so that a role granted INSERT meets these
 -- rules rather than a missing privilege on pgconvo's functions; the owner
 -- checks read the caller from the session (convo_private.caller), not
--- current_user. A role row-level security binds is refused before any
--- row is read (refuse_row_security_bound).
+-- current_user. A role row-level security binds was refused before any
+-- row is read (messages_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.messages_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -3180,7 +3177,6 @@ DECLARE
     v_where   text := format('a new %s message in conversation %s, parent %s', coalesce(NEW.role, 'NULL'),
                              NEW.conversation_id, coalesce(NEW.parent_id::text, 'none (a root)'));
 BEGIN
-    PERFORM convo_private.refuse_row_security_bound('messages', TG_OP);
     PERFORM convo_private.lock_conversation(NEW.conversation_id);
     IF NEW.parent_id IS NOT NULL THEN
         v_parent := convo_private.message_ref(NEW.conversation_id, NEW.parent_id);
@@ -3280,31 +3276,36 @@ BEGIN
 END;
 $$;
 
--- refuse_row_security_bound: the first step of every guard that runs as
--- the owner role (SECURITY DEFINER) on a write made outside pgconvo's
--- code. Such a guard fires before row-level security's check, and would
--- otherwise read rows and answer about them (a parent's depth and time in a
--- DETAIL, which conversation a message id is in, CV002 against 42501) to a
--- role that policies let read and write none. A caller
--- (convo_private.caller) that is neither a superuser, nor BYPASSRLS, nor
--- the tables' owner role (whose sessions row-level security does not bind)
--- is refused here (42501) before any row is read: the package grants no
--- policy to write, so row-level security would refuse it anyway.
-CREATE OR REPLACE FUNCTION convo_private.refuse_row_security_bound(p_table text, p_operation text)
-RETURNS void
+-- refuse_row_security_bound: the trigger function that runs before the
+-- guards which run as the owner role (SECURITY DEFINER) on a write made
+-- outside pgconvo's code. Those guards fire before row-level security's
+-- check, and would otherwise read rows and answer about them (a parent's
+-- depth and time in a DETAIL, which conversation a message id is in, CV002
+-- against 42501) to a role that policies let read and write none. A caller
+-- (the role SET ROLE set, else the login role, as convo_private.caller
+-- says) that is neither a superuser, nor BYPASSRLS, nor the tables' owner
+-- role (whose sessions row-level security does not bind) is refused here
+-- (42501), before any row is read: the package grants no policy to write,
+-- so row-level security would refuse it anyway. It runs with the writer's
+-- rights and reads the catalog only. Statement-level, so it refuses even
+-- when no row matches.
+CREATE OR REPLACE FUNCTION convo_private.refuse_row_security_bound()
+RETURNS trigger
 LANGUAGE plpgsql
-STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_caller text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_roles r
-                    WHERE r.rolname = convo_private.caller()
-                      AND (r.rolsuper OR r.rolbypassrls OR pg_has_role(r.oid, 'convo_owner', 'USAGE'))) THEN
-        RAISE EXCEPTION 'row-level security lets role % write no row of convo.%', convo_private.caller(), p_table
-            USING ERRCODE = '42501',
-                  DETAIL = format('table convo.%s, operation %s, role %s', p_table, p_operation, convo_private.caller()),
-                  HINT = 'Write through the API (convo.*); a repair role needs BYPASSRLS.';
+    IF EXISTS (SELECT 1 FROM pg_roles r
+                WHERE r.rolname = v_caller
+                  AND (r.rolsuper OR r.rolbypassrls OR pg_has_role(r.oid, 'convo_owner', 'USAGE'))) THEN
+        RETURN NULL;
     END IF;
+    RAISE EXCEPTION 'row-level security lets role % write no row of convo.%', v_caller, TG_TABLE_NAME
+        USING ERRCODE = '42501',
+              DETAIL = format('table convo.%s, operation %s, role %s', TG_TABLE_NAME, TG_OP, v_caller),
+              HINT = 'Write through the API (convo.*); a repair role needs BYPASSRLS.';
 END;
 $$;
 
@@ -3547,6 +3548,78 @@ BEGIN ATOMIC
        AND p.proname IN ('orphaned_applied_effects_rows', 'stale_pending_effects_rows', 'stale_generations_rows');
 END;
 
+-- package_triggers: every trigger pgconvo puts on its tables (and on its
+-- view message_parts), by what it guards: append_only (refuse_change,
+-- refuse_forgery), head_log (the conversation's guards and the logging of
+-- direct head, title and archive updates), rule (the tree's and the
+-- ledger's guards, the state machines) and row_security (a role row-level
+-- security binds refused before the guards that run as the owner role read
+-- a row for it). Each table's triggers are numbered
+-- in the order they fire (PostgreSQL fires the triggers of one timing, event
+-- and level by name): 05 whom row-level security binds, 10 and 11 who may write and what a new or changed row
+-- may hold, 20 what a row must be (or, after the write, its log), 30 an
+-- UPDATE refused or logged, 90 append-only. self_check requires each present and
+-- ENABLE ALWAYS (a view's are enabled as views allow), and no other trigger
+-- on the package's tables.
+CREATE OR REPLACE FUNCTION convo_private.package_triggers()
+RETURNS TABLE (table_name text, trigger_name text, guards text)
+LANGUAGE sql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT t.table_name, t.trigger_name, t.guards
+      FROM (VALUES
+        ('conversations', 'conversations_05_row_security', 'row_security'),
+        ('conversations', 'conversations_10_guard', 'head_log'),
+        ('conversations', 'conversations_11_new_guard', 'head_log'),
+        ('conversations', 'conversations_12_head_guard', 'head_log'),
+        ('conversations', 'conversations_20_log_direct', 'head_log'),
+        ('conversations', 'conversations_21_log_direct_change', 'head_log'),
+        ('conversations', 'conversations_90_no_delete', 'append_only'),
+        ('conversation_changes', 'conversation_changes_10_no_forgery', 'append_only'),
+        ('conversation_changes', 'conversation_changes_30_no_update', 'append_only'),
+        ('conversation_changes', 'conversation_changes_90_append_only', 'append_only'),
+        ('messages', 'messages_05_row_security', 'row_security'),
+        ('messages', 'messages_20_guard', 'rule'),
+        ('messages', 'messages_30_no_update', 'append_only'),
+        ('messages', 'messages_90_append_only', 'append_only'),
+        ('keyed_parts', 'keyed_parts_10_no_forgery', 'append_only'),
+        ('keyed_parts', 'keyed_parts_20_guard', 'rule'),
+        ('keyed_parts', 'keyed_parts_90_append_only', 'append_only'),
+        ('conversation_head_log', 'conversation_head_log_10_no_forgery', 'append_only'),
+        ('conversation_head_log', 'conversation_head_log_90_append_only', 'append_only'),
+        ('live_path', 'live_path_10_no_forgery', 'append_only'),
+        ('generations', 'generations_05_row_security', 'row_security'),
+        ('generations', 'generations_20_transition', 'rule'),
+        ('generations', 'generations_90_no_delete', 'append_only'),
+        ('tools', 'tools_10_no_forgery', 'append_only'),
+        ('tools', 'tools_90_append_only', 'append_only'),
+        ('effect_transitions', 'effect_transitions_90_fixed', 'append_only'),
+        ('tool_effects', 'tool_effects_10_no_forgery', 'append_only'),
+        ('tool_effects', 'tool_effects_20_transition', 'rule'),
+        ('tool_effects', 'tool_effects_30_log_direct', 'rule'),
+        ('tool_effects', 'tool_effects_90_no_delete', 'append_only'),
+        ('tool_effect_calls', 'tool_effect_calls_10_no_forgery', 'append_only'),
+        ('tool_effect_calls', 'tool_effect_calls_90_append_only', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_10_no_forgery', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_30_no_update', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_90_append_only', 'append_only'),
+        ('tool_receipts', 'tool_receipts_10_no_forgery', 'append_only'),
+        ('tool_receipts', 'tool_receipts_20_transition', 'rule'),
+        ('tool_receipts', 'tool_receipts_90_no_delete', 'append_only'),
+        ('erasures', 'erasures_10_no_forgery', 'append_only'),
+        ('erasures', 'erasures_90_append_only', 'append_only'),
+        ('erasure_places', 'erasure_places_10_no_forgery', 'append_only'),
+        ('erasure_places', 'erasure_places_90_append_only', 'append_only'),
+        ('import_origins', 'import_origins_10_no_forgery', 'append_only'),
+        ('import_origins', 'import_origins_30_no_update', 'append_only'),
+        ('import_origins', 'import_origins_90_append_only', 'append_only'),
+        ('imports', 'imports_10_no_forgery', 'append_only'),
+        ('imports', 'imports_30_no_update', 'append_only'),
+        ('imports', 'imports_90_append_only', 'append_only'),
+        ('message_parts', 'message_parts_10_refuse', 'append_only')) AS t (table_name, trigger_name, guards);
+END;
+
 -- orphaned_applied_effects: applied effects none of whose tool calls sits on
 -- the path from the root to its conversation's current head: charges that
 -- nobody is looking at any more. Reachability is computed, never stored, so
@@ -3596,6 +3669,16 @@ SELECT r.conversation_id, r.effect_id, r.tool_name, r.state, r.idempotency_key, 
 COMMENT ON VIEW convo.stale_pending_effects IS
     'Effects pending or awaiting confirmation past their deadline, with the key to re-send or look up under.';
 
+-- conversations_05_row_security: a role row-level security binds is refused
+-- (42501, refuse_row_security_bound) before the guards, which run as the
+-- owner role, read any row for it; pgconvo's own writes skip it in its WHEN.
+CREATE OR REPLACE TRIGGER conversations_05_row_security
+    BEFORE INSERT OR UPDATE ON convo.conversations
+    FOR EACH STATEMENT
+    WHEN (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
+    EXECUTE FUNCTION convo_private.refuse_row_security_bound();
+ALTER TABLE convo.conversations ENABLE ALWAYS TRIGGER conversations_05_row_security;
+
 -- conversations_12_head_guard: a head moved outside pgconvo's code names a
 -- message of its own conversation, in replica mode too (which skips the
 -- foreign key), and every update outside pgconvo's code is the writer's
@@ -3607,6 +3690,16 @@ CREATE OR REPLACE TRIGGER conversations_12_head_guard
     EXECUTE FUNCTION convo_private.conversations_head_guard();
 ALTER TABLE convo.conversations ENABLE ALWAYS TRIGGER conversations_12_head_guard;
 
+-- generations_05_row_security: a role row-level security binds is refused
+-- (42501, refuse_row_security_bound) before the guards, which run as the
+-- owner role, read any row for it; pgconvo's own writes skip it in its WHEN.
+CREATE OR REPLACE TRIGGER generations_05_row_security
+    BEFORE INSERT OR UPDATE ON convo.generations
+    FOR EACH STATEMENT
+    WHEN (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
+    EXECUTE FUNCTION convo_private.refuse_row_security_bound();
+ALTER TABLE convo.generations ENABLE ALWAYS TRIGGER generations_05_row_security;
+
 -- live_path_10_no_forgery: the derived index of the live paths is written
 -- only by pgconvo's code (log_head_move, move_live_path), or a superuser;
 -- never emptied by TRUNCATE, which row-level security does not bind.
@@ -3616,6 +3709,16 @@ CREATE OR REPLACE TRIGGER live_path_10_no_forgery
     WHEN (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
     EXECUTE FUNCTION convo_private.refuse_forgery();
 ALTER TABLE convo.live_path ENABLE ALWAYS TRIGGER live_path_10_no_forgery;
+
+-- messages_05_row_security: a role row-level security binds is refused
+-- (42501, refuse_row_security_bound) before the guards, which run as the
+-- owner role, read any row for it; pgconvo's own writes skip it in its WHEN.
+CREATE OR REPLACE TRIGGER messages_05_row_security
+    BEFORE INSERT ON convo.messages
+    FOR EACH STATEMENT
+    WHEN (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
+    EXECUTE FUNCTION convo_private.refuse_row_security_bound();
+ALTER TABLE convo.messages ENABLE ALWAYS TRIGGER messages_05_row_security;
 
 SELECT convo_private.apply_grants();
 

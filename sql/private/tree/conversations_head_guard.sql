@@ -9,8 +9,8 @@
 -- its WHEN. SECURITY DEFINER: a role granted UPDATE alone meets the rule,
 -- not a missing privilege. It runs for every UPDATE outside pgconvo's
 -- code: the writer may write for the conversation's owner (lock_conversation,
--- CV002), after a role row-level security binds is refused
--- (refuse_row_security_bound).
+-- CV002); a role row-level security binds was refused before
+-- (conversations_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.conversations_head_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -23,7 +23,6 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 AS $$
 BEGIN
-    PERFORM convo_private.refuse_row_security_bound('conversations', TG_OP);
     -- The writer's owner's conversation (writes_owner, CV002 otherwise),
     -- as messages_guard: a head, title or archive state of another owner's
     -- is not a repair role's to change.

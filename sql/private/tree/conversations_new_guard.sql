@@ -6,9 +6,9 @@
 -- the sidebar), and metadata within the cap. Imports and restores, which keep
 -- an export's times and title, are pgconvo's code and skip it in the WHEN.
 -- SECURITY DEFINER so that a role granted INSERT alone meets the rule, not
--- a missing privilege on the cap; the DETAIL names the caller. A role
--- row-level security binds is refused first (refuse_row_security_bound),
--- and an owner the writer may not write for (writes_owner) is CV011.
+-- a missing privilege on the cap; the DETAIL names the caller. An owner
+-- the writer may not write for (writes_owner) is CV011; a role row-level
+-- security binds was refused before (conversations_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.conversations_new_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -21,7 +21,6 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 AS $$
 BEGIN
-    PERFORM convo_private.refuse_row_security_bound('conversations', TG_OP);
     -- As create_conversation: the owner the writer may write for.
     IF NOT convo_private.writes_owner(NEW.owner_id) THEN
         RAISE EXCEPTION 'this session may not create conversations for owner %', NEW.owner_id

@@ -5,9 +5,9 @@
 -- of its prompt. CV006. A new one's prompt and starting head are messages
 -- of its conversation (CV003, CV002), and it names no import (CV011). It
 -- guards every write outside pgconvo's code (whose entries, and erasure,
--- write only such rows), first refusing a role row-level security binds
--- (refuse_row_security_bound) and a conversation not the writer's owner's
--- (lock_conversation: CV002).
+-- write only such rows), first refusing a conversation not the writer's
+-- owner's (lock_conversation: CV002); a role row-level security binds was
+-- refused before (generations_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.generations_transition()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -20,7 +20,6 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 AS $$
 BEGIN
-    PERFORM convo_private.refuse_row_security_bound('generations', TG_OP);
     -- The writer's owner's conversation (writes_owner, CV002 otherwise),
     -- under its lock, as messages_guard: a repair role with BYPASSRLS
     -- writes for the owner it set only.

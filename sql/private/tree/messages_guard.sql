@@ -11,8 +11,8 @@
 -- foreign key. SECURITY DEFINER, so that a role granted INSERT meets these
 -- rules rather than a missing privilege on pgconvo's functions; the owner
 -- checks read the caller from the session (convo_private.caller), not
--- current_user. A role row-level security binds is refused before any
--- row is read (refuse_row_security_bound).
+-- current_user. A role row-level security binds was refused before any
+-- row is read (messages_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.messages_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -32,7 +32,6 @@ DECLARE
     v_where   text := format('a new %s message in conversation %s, parent %s', coalesce(NEW.role, 'NULL'),
                              NEW.conversation_id, coalesce(NEW.parent_id::text, 'none (a root)'));
 BEGIN
-    PERFORM convo_private.refuse_row_security_bound('messages', TG_OP);
     PERFORM convo_private.lock_conversation(NEW.conversation_id);
     IF NEW.parent_id IS NOT NULL THEN
         v_parent := convo_private.message_ref(NEW.conversation_id, NEW.parent_id);

@@ -25,14 +25,14 @@ BEGIN
     -- guards; a view's trigger present and enabled (a view cannot be
     -- written in replica mode anyway: its INSERT writes nothing).
     FOR check_name, v_bad IN
-        SELECT g.guards, array_agg(g.table_name || '.' || g.trigger_name || ' '
+        SELECT CASE g.guards WHEN 'row_security' THEN 'rule' ELSE g.guards END, array_agg(g.table_name || '.' || g.trigger_name || ' '
                                    || CASE WHEN tg.oid IS NULL THEN 'missing' ELSE 'enabled=' || tg.tgenabled::text END
                                    ORDER BY g.table_name, g.trigger_name)
                              FILTER (WHERE tg.oid IS NULL OR (tg.tgenabled <> 'A' AND NOT (rel.relkind = 'v' AND tg.tgenabled = 'O')))
           FROM convo_private.package_triggers() g
           LEFT JOIN pg_class rel ON rel.oid = to_regclass('convo.' || g.table_name)
           LEFT JOIN pg_trigger tg ON tg.tgname = g.trigger_name AND tg.tgrelid = rel.oid
-         GROUP BY g.guards
+         GROUP BY 1
     LOOP
         check_name := CASE check_name WHEN 'append_only' THEN 'append_only_triggers'
                                       WHEN 'head_log' THEN 'head_log_trigger' ELSE 'rule_triggers' END;

@@ -41,6 +41,19 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 
+    -- Every table of convo refuses TRUNCATE, which row-level security does
+    -- not bind (a role granted it would empty every owner's rows at once):
+    -- one of the package's ENABLE ALWAYS triggers fires on it.
+    SELECT array_agg(c.relname::text ORDER BY c.relname) INTO v_bad
+      FROM pg_class c
+     WHERE c.relnamespace = 'convo'::regnamespace AND c.relkind IN ('r', 'p')
+       AND NOT EXISTS (SELECT 1 FROM pg_trigger tg
+                        JOIN convo_private.package_triggers() g ON g.table_name = c.relname AND g.trigger_name = tg.tgname
+                       WHERE tg.tgrelid = c.oid AND tg.tgenabled = 'A' AND tg.tgtype & 32 <> 0);
+    RETURN QUERY SELECT 'truncate_refused', v_bad IS NULL,
+                        coalesce('no trigger refuses TRUNCATE on ' || array_to_string(v_bad, ', '),
+                                 'every table refuses TRUNCATE');
+
     -- No trigger of anyone else's on the package's tables: with TRIGGER
     -- privilege a role could rewrite rows on their way in.
     SELECT array_agg(c.relname || '.' || tg.tgname ORDER BY c.relname, tg.tgname) INTO v_bad

@@ -30,6 +30,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_head    uuid := (convo_private.conversation_ref(p_conversation_id)).head_message_id;
@@ -89,6 +91,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_head uuid := convo_private.lock_conversation(p_conversation_id);
@@ -127,6 +131,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
@@ -173,6 +179,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     PERFORM convo_private.set_archived(p_conversation_id, true);
@@ -202,6 +210,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_errors  text[] := '{}';
@@ -363,6 +373,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_head     uuid := convo_private.lock_conversation(p_conversation_id);
@@ -419,6 +431,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_tool    convo.tools;
@@ -504,6 +518,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_now        timestamptz;
@@ -544,6 +560,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_effect convo.tool_effects;
@@ -599,6 +617,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_head       uuid := convo_private.lock_conversation(p_conversation_id);
@@ -665,6 +685,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_effect   convo.tool_effects;
@@ -728,6 +750,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     IF p_owner_id IS NULL OR NOT convo_private.sees_owner(p_owner_id) THEN
@@ -794,6 +818,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_id       uuid := coalesce(p_conversation_id, gen_random_uuid());
@@ -885,6 +911,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_effect convo.tool_effects;
@@ -933,6 +961,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_tool_name text;
@@ -982,6 +1012,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_owner text;
@@ -1019,6 +1051,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_id uuid;
@@ -1082,6 +1116,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_count int;
@@ -1120,6 +1156,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     PERFORM convo_private.conversation_ref(p_conversation_id);
@@ -1146,6 +1184,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_now        timestamptz;
@@ -1191,6 +1231,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
@@ -1236,6 +1278,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
@@ -1293,6 +1337,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     PERFORM convo_private.conversation_ref(p_conversation_id);
@@ -1323,6 +1369,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     PERFORM convo_private.conversation_ref(p_conversation_id);
@@ -1356,6 +1404,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_mapping jsonb := p_conversation -> 'mapping';
@@ -1476,6 +1526,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 SET TimeZone = 'UTC'
 SET IntervalStyle = 'iso_8601'
 AS $$
@@ -1876,6 +1928,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_start timestamptz := clock_timestamp();
@@ -1931,6 +1985,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_messages  jsonb := p_conversation -> 'messages';
@@ -2048,6 +2104,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_row      jsonb;
@@ -2159,6 +2217,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_head uuid;
@@ -2203,6 +2263,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_seen     boolean;
@@ -2262,6 +2324,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     RETURN QUERY SELECT * FROM convo_private.path_from(p_conversation_id, convo.head_at(p_conversation_id, p_at), p_at);
@@ -2292,6 +2356,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_latest convo.tools;
@@ -2372,6 +2438,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     RETURN encode(sha256(convert_to(convo.request_messages(p_conversation_id, p_message_id, p_format)::text, 'UTF8')), 'hex');
@@ -2405,6 +2473,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_last  uuid;
@@ -2491,6 +2561,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_bad   text[];
@@ -2740,14 +2812,17 @@ BEGIN
     -- inside it to that session (with client_min_messages = log): the parse,
     -- rewritten and plan trees, whose constants are the values the function
     -- read (another owner's ids, the keyed digests of the caller's input);
-    -- trace_sort's sizes; PL/pgSQL's parameters of a failed INTO STRICT.
+    -- trace_sort's sizes; PL/pgSQL's parameters of a failed INTO STRICT, and
+    -- its extra checks (too_many_rows would warn or fail on how many rows a
+    -- lookup found, whoever's they are).
     SELECT array_agg(p.oid::regprocedure::text || ' lacks ' || array_to_string(m.missing, ', ')
                      ORDER BY p.oid::regprocedure::text) INTO v_bad
       FROM pg_proc p
      CROSS JOIN LATERAL (
            SELECT array_agg(w.setting ORDER BY w.setting) AS missing
              FROM unnest(ARRAY['search_path=pg_catalog, pg_temp', 'debug_print_parse=off', 'debug_print_rewritten=off',
-                               'debug_print_plan=off', 'trace_sort=off', 'plpgsql.print_strict_params=off']) AS w (setting)
+                               'debug_print_plan=off', 'trace_sort=off', 'plpgsql.print_strict_params=off',
+                               'plpgsql.extra_warnings=none', 'plpgsql.extra_errors=none']) AS w (setting)
             WHERE NOT (w.setting = ANY (coalesce(p.proconfig, '{}')))) m
      WHERE p.pronamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace) AND p.prosecdef
        AND m.missing IS NOT NULL;
@@ -2820,6 +2895,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_old text;
@@ -2861,6 +2938,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_effect convo.tool_effects;
@@ -2934,6 +3013,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     PERFORM convo_private.set_archived(p_conversation_id, false);
@@ -2966,6 +3047,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     -- The writer's owner's conversation (writes_owner, CV002 otherwise),
@@ -3001,6 +3084,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     -- As create_conversation: the owner the writer may write for.
@@ -3053,6 +3138,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     -- The writer's owner's conversation (writes_owner, CV002 otherwise),
@@ -3120,6 +3207,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     IF NEW.title IS DISTINCT FROM OLD.title THEN
@@ -3148,6 +3237,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     PERFORM convo_private.log_head_move(NEW.id, NEW.head_message_id, OLD.head_message_id, 'direct_update',
@@ -3181,6 +3272,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_parent  convo.messages;
@@ -3259,6 +3352,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     RETURN QUERY
@@ -3338,6 +3433,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     RETURN QUERY
@@ -3367,6 +3464,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     RETURN QUERY
@@ -3393,6 +3492,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     IF TG_OP = 'UPDATE' AND NEW.state = OLD.state THEN
@@ -3421,6 +3522,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
@@ -3473,6 +3576,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 RETURN convo_private.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_head,
                          p_new_message_id, p_moved_by, 'user', 'user_edit');
 
@@ -3497,6 +3602,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 RETURN convo_private.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_head,
                          p_new_message_id, p_moved_by, 'assistant', 'regenerate');
 

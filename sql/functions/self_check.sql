@@ -14,6 +14,8 @@ SET debug_print_rewritten = off
 SET debug_print_plan = off
 SET trace_sort = off
 SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_bad   text[];
@@ -263,14 +265,17 @@ BEGIN
     -- inside it to that session (with client_min_messages = log): the parse,
     -- rewritten and plan trees, whose constants are the values the function
     -- read (another owner's ids, the keyed digests of the caller's input);
-    -- trace_sort's sizes; PL/pgSQL's parameters of a failed INTO STRICT.
+    -- trace_sort's sizes; PL/pgSQL's parameters of a failed INTO STRICT, and
+    -- its extra checks (too_many_rows would warn or fail on how many rows a
+    -- lookup found, whoever's they are).
     SELECT array_agg(p.oid::regprocedure::text || ' lacks ' || array_to_string(m.missing, ', ')
                      ORDER BY p.oid::regprocedure::text) INTO v_bad
       FROM pg_proc p
      CROSS JOIN LATERAL (
            SELECT array_agg(w.setting ORDER BY w.setting) AS missing
              FROM unnest(ARRAY['search_path=pg_catalog, pg_temp', 'debug_print_parse=off', 'debug_print_rewritten=off',
-                               'debug_print_plan=off', 'trace_sort=off', 'plpgsql.print_strict_params=off']) AS w (setting)
+                               'debug_print_plan=off', 'trace_sort=off', 'plpgsql.print_strict_params=off',
+                               'plpgsql.extra_warnings=none', 'plpgsql.extra_errors=none']) AS w (setting)
             WHERE NOT (w.setting = ANY (coalesce(p.proconfig, '{}')))) m
      WHERE p.pronamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace) AND p.prosecdef
        AND m.missing IS NOT NULL;

@@ -38,7 +38,9 @@ func TestDirectHeadUpdateIsLogged(t *testing.T) {
 		grantee := createGrantedRole(t, db)
 		conn := dedicatedConn(t, db)
 		for _, st := range []string{`SET ROLE ` + pgx.Identifier{grantee}.Sanitize(),
-			`SET convo.head_reason = 'create'`, `SET convo.head_moved_by = 'alice'`} {
+			`SET convo.head_reason = 'create'`, `SET convo.head_moved_by = 'alice'`,
+			`SET convo.owner_id = 'owner-1'`} { // a non-superuser writes for the owner it sets
+
 			if _, err := conn.Exec(ctx, st); err != nil {
 				t.Fatal(err)
 			}
@@ -182,6 +184,10 @@ func TestDirectlyInsertedConversationsAreWhatTheAPIWrites(t *testing.T) {
 		{"metadata over the cap", "metadata", big, "CV010"},
 	}
 	asEachActor(t, db, grantee, func(t *testing.T, conn *pgx.Conn) {
+		// A non-superuser creates conversations for the owner it sets only.
+		if _, err := conn.Exec(ctx, `SET convo.owner_id = 'alice'`); err != nil {
+			t.Fatal(err)
+		}
 		for _, b := range bad {
 			t.Run(b.name, func(t *testing.T) {
 				_, err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO convo.conversations (id, owner_id, %s)

@@ -99,6 +99,10 @@ func TestLivePathFollowsEveryHeadMove(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), `SET ROLE `+pgx.Identifier{grantee}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
+	// A non-superuser moves the heads of the owner it sets only.
+	if _, err := conn.Exec(t.Context(), `SELECT set_config('convo.owner_id', owner_id, false) FROM convo.conversations WHERE id = $1`, conv); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := conn.Exec(t.Context(), `UPDATE convo.conversations SET head_message_id = $2 WHERE id = $1`, conv, u2b); err != nil {
 		t.Fatal(err)
 	}

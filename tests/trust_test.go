@@ -625,7 +625,8 @@ func TestSelfCheckFindsEachBreak(t *testing.T) {
 		check, names, also string
 		sql                func(n tenant) string
 	}{
-		{"append_only_triggers", "messages_90_append_only", "", func(tenant) string {
+		// The trigger off refuses TRUNCATE no more either.
+		{"append_only_triggers", "messages_90_append_only", "truncate_refused", func(tenant) string {
 			return `ALTER TABLE convo.messages DISABLE TRIGGER messages_90_append_only`
 		}},
 		{"append_only_triggers", "tool_effects_10_no_forgery enabled=O", "", func(tenant) string {
@@ -670,6 +671,25 @@ func TestSelfCheckFindsEachBreak(t *testing.T) {
 		}},
 		{"views_security_barrier", "stale_generations", "", func(tenant) string {
 			return `ALTER VIEW convo.stale_generations RESET (security_barrier)`
+		}},
+		// A barrier view reading a table itself: EXPLAIN ANALYZE would count
+		// every owner's rows below its owner filter.
+		{"views_security_barrier", "stale_generations (security_barrier reading a table itself)", "", func(tenant) string {
+			return `CREATE OR REPLACE VIEW convo.stale_generations WITH (security_barrier = true) AS
+				SELECT g.conversation_id, g.id AS generation_id, g.model, g.prompt_message_id, g.started_at
+				  FROM convo.generations g JOIN convo.conversations c ON c.id = g.conversation_id
+				 WHERE c.owner_id = current_setting('convo.owner_id', true)`
+		}},
+		// A SECURITY DEFINER function whose plans a session with
+		// debug_print_plan on would be sent.
+		{"definer_settings", "convo.path(uuid) lacks debug_print_plan=off", "", func(tenant) string {
+			return `ALTER FUNCTION convo.path(uuid) RESET debug_print_plan`
+		}},
+		// The live path's guard as it was: INSERT, UPDATE and DELETE only.
+		{"truncate_refused", "no trigger refuses TRUNCATE on live_path", "", func(tenant) string {
+			return `CREATE OR REPLACE TRIGGER live_path_10_no_forgery BEFORE INSERT OR UPDATE OR DELETE ON convo.live_path
+				FOR EACH STATEMENT EXECUTE FUNCTION convo_private.refuse_forgery();
+				ALTER TABLE convo.live_path ENABLE ALWAYS TRIGGER live_path_10_no_forgery`
 		}},
 		{"live_path_index", "live_path rows differ", "", func(n tenant) string {
 			return fmt.Sprintf(`UPDATE convo.live_path SET max_depth = max_depth + 1 WHERE conversation_id = '%s' AND min_depth = 0`, n.conv)
@@ -780,12 +800,12 @@ func TestVerify(t *testing.T) {
 	db := stdlib.OpenDBFromPool(pool)
 	t.Cleanup(func() { db.Close() })
 	checks, err := migrator.Verify(context.Background(), db)
-	if err != nil || len(checks) < 14 {
+	if err != nil || len(checks) < 16 {
 		t.Fatalf("verify on a fresh database: %d checks, %v", len(checks), err)
 	}
 	mustExec(t, pool, `ALTER TABLE convo.conversation_head_log DISABLE TRIGGER conversation_head_log_10_no_forgery`)
 	checks, err = migrator.Verify(context.Background(), db)
-	if err == nil || !strings.Contains(err.Error(), "1 of 14 checks failed: [append_only_triggers]") || len(checks) != 14 {
+	if err == nil || !strings.Contains(err.Error(), "1 of 16 checks failed: [append_only_triggers]") || len(checks) != 16 {
 		t.Fatalf("verify after disabling a trigger: %d checks, %v", len(checks), err)
 	}
 }

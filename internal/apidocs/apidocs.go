@@ -10,8 +10,9 @@
 // convo_private it calls, and of every trigger function that fires on a
 // table of convo it inserts into, updates or deletes from, transitively. The
 // triggers that guard the tables against writes from outside pgconvo
-// (convo_private.package_triggers() guards append_only and head_log) are not
-// followed: pgconvo's own writes pass them by construction. The result can
+// (convo_private.package_triggers() guards append_only, head_log and
+// row_security) are not followed: pgconvo's own writes pass them by
+// construction. The result can
 // name a code that a given call cannot reach (it follows every branch), but
 // never misses one raised by a RAISE of the package. PostgreSQL's own errors
 // (a malformed uuid, a cancelled statement) are not listed.
@@ -208,7 +209,7 @@ func valueSets() []ValueSet {
 		{Object: "effect_for_call", Name: "state", Check: "tool_effects.state", Note: "or NULL for `replay` (no effect)"},
 		{Object: "settle_effect", Name: "p_state", Text: "convo.settle_effect"},
 		{Object: "stale_pending_effects", Name: "state", Values: []string{"pending", "awaiting_confirmation"},
-			In: []string{"convo.stale_pending_effects"}},
+			In: []string{"convo_private.stale_pending_effects_rows"}},
 		{Object: "begin_receipt", Name: "status", Check: "tool_receipts.status"},
 		{Object: "fill_receipt", Name: "status", Check: "tool_receipts.status"},
 	}
@@ -414,7 +415,7 @@ func readTriggers(ctx context.Context, tx pgx.Tx) (map[string][]string, error) {
 		 WHERE c.relnamespace = 'convo'::regnamespace AND NOT t.tgisinternal
 		   AND NOT EXISTS (SELECT 1 FROM convo_private.package_triggers() g
 		                    WHERE g.table_name = c.relname AND g.trigger_name = t.tgname
-		                      AND g.guards IN ('append_only', 'head_log'))
+		                      AND g.guards IN ('append_only', 'head_log', 'row_security'))
 		 ORDER BY c.relname COLLATE "C", fn.nspname || '.' || p.proname COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("reading triggers: %w", err)
@@ -1014,8 +1015,8 @@ The SQLSTATEs are derived from the source: every
 ` + "`ERRCODE = '...'`" + ` (and every ` + "`'CVnnn'`" + ` a check returns for a RAISE to take) in the function's
 definition, in the functions of ` + "`convo`" + ` and ` + "`convo_private`" + ` it
 calls and in the trigger functions that fire on the tables it writes, transitively. The triggers
-that guard the tables against writes from outside pgconvo (the ` + "`append_only`" + ` and ` + "`head_log`" + `
-guards of ` + "`convo_private.package_triggers()`" + `) are not followed, since pgconvo's own writes pass them.
+that guard the tables against writes from outside pgconvo (the ` + "`append_only`" + `, ` + "`head_log`" + ` and
+` + "`row_security`" + ` guards of ` + "`convo_private.package_triggers()`" + `) are not followed, since pgconvo's own writes pass them.
 A listed code may be unreachable for a given call (every branch is followed); no code that a
 RAISE of the package can send is missing. PostgreSQL's own errors (` + "`22P02`" + ` for a malformed uuid,
 ` + "`42501`" + ` for a role without the grant, ...) are not listed. The codes are explained in

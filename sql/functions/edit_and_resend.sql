@@ -11,6 +11,13 @@ RETURNS uuid
 LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 RETURN convo_private.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_head,
                          p_new_message_id, p_moved_by, 'user', 'user_edit');
 

@@ -9,6 +9,13 @@ LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_bad   text[];
@@ -20,14 +27,14 @@ BEGIN
     -- guards; a view's trigger present and enabled (a view cannot be
     -- written in replica mode anyway: its INSERT writes nothing).
     FOR check_name, v_bad IN
-        SELECT g.guards, array_agg(g.table_name || '.' || g.trigger_name || ' '
+        SELECT CASE g.guards WHEN 'row_security' THEN 'rule' ELSE g.guards END, array_agg(g.table_name || '.' || g.trigger_name || ' '
                                    || CASE WHEN tg.oid IS NULL THEN 'missing' ELSE 'enabled=' || tg.tgenabled::text END
                                    ORDER BY g.table_name, g.trigger_name)
                              FILTER (WHERE tg.oid IS NULL OR (tg.tgenabled <> 'A' AND NOT (rel.relkind = 'v' AND tg.tgenabled = 'O')))
           FROM convo_private.package_triggers() g
           LEFT JOIN pg_class rel ON rel.oid = to_regclass('convo.' || g.table_name)
           LEFT JOIN pg_trigger tg ON tg.tgname = g.trigger_name AND tg.tgrelid = rel.oid
-         GROUP BY g.guards
+         GROUP BY 1
     LOOP
         check_name := CASE check_name WHEN 'append_only' THEN 'append_only_triggers'
                                       WHEN 'head_log' THEN 'head_log_trigger' ELSE 'rule_triggers' END;
@@ -35,6 +42,19 @@ BEGIN
         detail := coalesce(array_to_string(v_bad[1:10], '; '), 'all present, enabled always');
         RETURN NEXT;
     END LOOP;
+
+    -- Every table of convo refuses TRUNCATE, which row-level security does
+    -- not bind (a role granted it would empty every owner's rows at once):
+    -- one of the package's ENABLE ALWAYS triggers fires on it.
+    SELECT array_agg(c.relname::text ORDER BY c.relname) INTO v_bad
+      FROM pg_class c
+     WHERE c.relnamespace = 'convo'::regnamespace AND c.relkind IN ('r', 'p')
+       AND NOT EXISTS (SELECT 1 FROM pg_trigger tg
+                        JOIN convo_private.package_triggers() g ON g.table_name = c.relname AND g.trigger_name = tg.tgname
+                       WHERE tg.tgrelid = c.oid AND tg.tgenabled = 'A' AND tg.tgtype & 32 <> 0);
+    RETURN QUERY SELECT 'truncate_refused', v_bad IS NULL,
+                        coalesce('no trigger refuses TRUNCATE on ' || array_to_string(v_bad, ', '),
+                                 'every table refuses TRUNCATE');
 
     -- No trigger of anyone else's on the package's tables: with TRIGGER
     -- privilege a role could rewrite rows on their way in.
@@ -195,25 +215,73 @@ BEGIN
                         coalesce('not enabled on ' || array_to_string(v_bad, ', '),
                                  'enabled on every owner-scoped table');
 
-    -- Every view a role other than its owner may read keeps the reader's
-    -- conditions above its own (security_barrier) or reads with the
-    -- reader's rights, under row-level security (security_invoker): a view
-    -- that runs as its owner and filters by owner in its WHERE clause would
-    -- otherwise let a caller's cheap function (any role may create one in
-    -- pg_temp) run below that filter, on every owner's rows.
-    SELECT array_agg(c.relname::text ORDER BY c.relname) INTO v_bad
-      FROM pg_class c
-     WHERE c.relnamespace = 'convo'::regnamespace AND c.relkind = 'v'
-       AND (EXISTS (SELECT 1 FROM aclexplode(c.relacl) a
-                     WHERE a.grantee <> c.relowner AND a.privilege_type = 'SELECT')
-            OR EXISTS (SELECT 1 FROM pg_attribute att CROSS JOIN LATERAL aclexplode(att.attacl) a
-                        WHERE att.attrelid = c.oid AND a.grantee <> c.relowner AND a.privilege_type = 'SELECT'))
-       AND NOT EXISTS (SELECT 1 FROM pg_options_to_table(c.reloptions) o
-                        WHERE o.option_name IN ('security_barrier', 'security_invoker') AND o.option_value::boolean);
+    -- Every view a role other than its owner may read shows it only its
+    -- own rows, EXPLAIN included. A view running as its owner and filtering
+    -- by owner in its WHERE clause is not enough, even as a
+    -- security_barrier: the planner pushes a caller's leakproof condition
+    -- (=, <, >= on a uuid, a number, a text) down to a table scan below the
+    -- owner filter, and EXPLAIN ANALYZE's row counts there count every
+    -- owner's rows. So such a view is a security_barrier over functions
+    -- only (PL/pgSQL, which take no caller's condition and show EXPLAIN
+    -- nothing of what they read), reading no table itself; or a
+    -- security_invoker view whose tables' policies give each reader every
+    -- row or none (USING (true)): under a policy that filters, a leakproof
+    -- condition that becomes an index condition shows its count from
+    -- before the policy's filter just as well.
+    SELECT array_agg(v.relname || ' (' || v.why || ')' ORDER BY v.relname) INTO v_bad FROM (
+        SELECT c.relname::text AS relname,
+               CASE WHEN invoker THEN 'security_invoker over a table whose policies filter rows'
+                    WHEN barrier THEN 'security_barrier reading a table itself'
+                    ELSE 'neither security_barrier nor security_invoker' END AS why,
+               barrier, invoker, reads_table, filtered
+          FROM pg_class c
+         CROSS JOIN LATERAL (
+               SELECT coalesce(bool_or(o.option_name = 'security_barrier' AND o.option_value::boolean), false) AS barrier,
+                      coalesce(bool_or(o.option_name = 'security_invoker' AND o.option_value::boolean), false) AS invoker
+                 FROM pg_options_to_table(c.reloptions) o) opt
+         CROSS JOIN LATERAL (
+               SELECT coalesce(bool_or(t.relkind IN ('r', 'p', 'v', 'm', 'f')), false) AS reads_table,
+                      coalesce(bool_or(EXISTS (SELECT 1 FROM pg_policy pol
+                                                WHERE pol.polrelid = t.oid
+                                                  AND pg_get_expr(pol.polqual, pol.polrelid) IS DISTINCT FROM 'true')), false) AS filtered
+                 FROM pg_rewrite rw
+                 JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = rw.oid
+                                 AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> c.oid
+                 JOIN pg_class t ON t.oid = d.refobjid
+                WHERE rw.ev_class = c.oid) dep
+         WHERE c.relnamespace = 'convo'::regnamespace AND c.relkind = 'v'
+           AND (EXISTS (SELECT 1 FROM aclexplode(c.relacl) a
+                         WHERE a.grantee <> c.relowner AND a.privilege_type = 'SELECT')
+                OR EXISTS (SELECT 1 FROM pg_attribute att CROSS JOIN LATERAL aclexplode(att.attacl) a
+                            WHERE att.attrelid = c.oid AND a.grantee <> c.relowner AND a.privilege_type = 'SELECT'))) v
+     WHERE NOT ((v.invoker AND NOT v.filtered) OR (NOT v.invoker AND v.barrier AND NOT v.reads_table));
     RETURN QUERY SELECT 'views_security_barrier', v_bad IS NULL,
-                        coalesce('readable by other roles, neither security_barrier nor security_invoker: '
+                        coalesce('readable by other roles, and a reader''s conditions or EXPLAIN reach rows it may not read: '
                                  || array_to_string(v_bad, ', '),
-                                 'every view other roles read is a security barrier or reads with the reader''s rights');
+                                 'every view other roles read is a security barrier over functions, or reads with the reader''s rights under policies that filter nothing');
+
+    -- Every SECURITY DEFINER function of the package pins search_path, and
+    -- turns off each setting any session may SET that would print what runs
+    -- inside it to that session (with client_min_messages = log): the parse,
+    -- rewritten and plan trees, whose constants are the values the function
+    -- read (another owner's ids, the keyed digests of the caller's input);
+    -- trace_sort's sizes; PL/pgSQL's parameters of a failed INTO STRICT, and
+    -- its extra checks (too_many_rows would warn or fail on how many rows a
+    -- lookup found, whoever's they are).
+    SELECT array_agg(p.oid::regprocedure::text || ' lacks ' || array_to_string(m.missing, ', ')
+                     ORDER BY p.oid::regprocedure::text) INTO v_bad
+      FROM pg_proc p
+     CROSS JOIN LATERAL (
+           SELECT array_agg(w.setting ORDER BY w.setting) AS missing
+             FROM unnest(ARRAY['search_path=pg_catalog, pg_temp', 'debug_print_parse=off', 'debug_print_rewritten=off',
+                               'debug_print_plan=off', 'trace_sort=off', 'plpgsql.print_strict_params=off',
+                               'plpgsql.extra_warnings=none', 'plpgsql.extra_errors=none']) AS w (setting)
+            WHERE NOT (w.setting = ANY (coalesce(p.proconfig, '{}')))) m
+     WHERE p.pronamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace) AND p.prosecdef
+       AND m.missing IS NOT NULL;
+    RETURN QUERY SELECT 'definer_settings', v_bad IS NULL,
+                        coalesce(array_to_string(v_bad[1:10], '; '),
+                                 'every SECURITY DEFINER function pins search_path and prints nothing of what it runs');
 
     -- Privileges exactly as documented: nothing for PUBLIC, nothing on a table
     -- for convo_app, nothing at all on convo_private.

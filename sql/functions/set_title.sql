@@ -8,6 +8,13 @@ RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_old text;

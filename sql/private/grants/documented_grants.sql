@@ -3,8 +3,11 @@
 -- EXECUTE on the application's functions for convo_app, on the read-only
 -- ones and self_check for convo_reader, on the DBA's (the allowlist, the
 -- sweeps, erasure, restoring an export) for convo_admin, a member of both; SELECT on the views
--- for convo_app, on every table and view for convo_reader. Nothing for
--- PUBLIC, nothing at all on convo_private. A function added later is nobody's until it is listed here.
+-- for convo_app, on every table and view for convo_reader, with EXECUTE on
+-- the convo_private functions those views read their rows from (a view's
+-- functions are called with the reader's rights; without USAGE on the
+-- schema nobody can name them, and they return what the view does).
+-- Nothing for PUBLIC, nothing else on convo_private. A function added later is nobody's until it is listed here.
 -- apply_grants makes the catalog say exactly this; self_check compares.
 CREATE OR REPLACE FUNCTION convo_private.documented_grants()
 RETURNS TABLE (object_kind text, object_name text, grantee text, privilege text)
@@ -44,5 +47,11 @@ BEGIN ATOMIC
       FROM pg_class c
       JOIN (VALUES ('convo_reader', ARRAY['r', 'p', 'v']), ('convo_app', ARRAY['v'])) AS r (grantee, kinds)
         ON c.relkind::text = ANY (r.kinds)
-     WHERE c.relnamespace = 'convo'::regnamespace;
+     WHERE c.relnamespace = 'convo'::regnamespace
+    UNION ALL
+    SELECT 'FUNCTION', p.oid::regprocedure::text, r.grantee, 'EXECUTE'
+      FROM pg_proc p
+     CROSS JOIN unnest(ARRAY['convo_app', 'convo_reader']) AS r (grantee)
+     WHERE p.pronamespace = 'convo_private'::regnamespace
+       AND p.proname IN ('orphaned_applied_effects_rows', 'stale_pending_effects_rows', 'stale_generations_rows');
 END;

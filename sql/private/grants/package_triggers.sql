@@ -1,10 +1,12 @@
 -- package_triggers: every trigger pgconvo puts on its tables (and on its
 -- view message_parts), by what it guards: append_only (refuse_change,
 -- refuse_forgery), head_log (the conversation's guards and the logging of
--- direct head, title and archive updates) and rule (the tree's and the
--- ledger's guards, the state machines). Each table's triggers are numbered
+-- direct head, title and archive updates), rule (the tree's and the
+-- ledger's guards, the state machines) and row_security (a role row-level
+-- security binds refused before the guards that run as the owner role read
+-- a row for it). Each table's triggers are numbered
 -- in the order they fire (PostgreSQL fires the triggers of one timing, event
--- and level by name): 10 and 11 who may write and what a new or changed row
+-- and level by name): 05 whom row-level security binds, 10 and 11 who may write and what a new or changed row
 -- may hold, 20 what a row must be (or, after the write, its log), 30 an
 -- UPDATE refused or logged, 90 append-only. self_check requires each present and
 -- ENABLE ALWAYS (a view's are enabled as views allow), and no other trigger
@@ -17,6 +19,7 @@ SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT t.table_name, t.trigger_name, t.guards
       FROM (VALUES
+        ('conversations', 'conversations_05_row_security', 'row_security'),
         ('conversations', 'conversations_10_guard', 'head_log'),
         ('conversations', 'conversations_11_new_guard', 'head_log'),
         ('conversations', 'conversations_12_head_guard', 'head_log'),
@@ -26,6 +29,7 @@ BEGIN ATOMIC
         ('conversation_changes', 'conversation_changes_10_no_forgery', 'append_only'),
         ('conversation_changes', 'conversation_changes_30_no_update', 'append_only'),
         ('conversation_changes', 'conversation_changes_90_append_only', 'append_only'),
+        ('messages', 'messages_05_row_security', 'row_security'),
         ('messages', 'messages_20_guard', 'rule'),
         ('messages', 'messages_30_no_update', 'append_only'),
         ('messages', 'messages_90_append_only', 'append_only'),
@@ -35,6 +39,7 @@ BEGIN ATOMIC
         ('conversation_head_log', 'conversation_head_log_10_no_forgery', 'append_only'),
         ('conversation_head_log', 'conversation_head_log_90_append_only', 'append_only'),
         ('live_path', 'live_path_10_no_forgery', 'append_only'),
+        ('generations', 'generations_05_row_security', 'row_security'),
         ('generations', 'generations_20_transition', 'rule'),
         ('generations', 'generations_90_no_delete', 'append_only'),
         ('tools', 'tools_10_no_forgery', 'append_only'),

@@ -6,14 +6,30 @@
 -- the sidebar), and metadata within the cap. Imports and restores, which keep
 -- an export's times and title, are pgconvo's code and skip it in the WHEN.
 -- SECURITY DEFINER so that a role granted INSERT alone meets the rule, not
--- a missing privilege on the cap; the DETAIL names the caller.
+-- a missing privilege on the cap; the DETAIL names the caller. An owner
+-- the writer may not write for (writes_owner) is CV011; a role row-level
+-- security binds was refused before (conversations_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.conversations_new_guard()
 RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
+    -- As create_conversation: the owner the writer may write for.
+    IF NOT convo_private.writes_owner(NEW.owner_id) THEN
+        RAISE EXCEPTION 'this session may not create conversations for owner %', NEW.owner_id
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('owner %s, convo.owner_id %s, role %s', NEW.owner_id,
+                                  coalesce(current_setting('convo.owner_id', true), 'unset'), convo_private.caller());
+    END IF;
     IF NEW.head_message_id IS NOT NULL OR NEW.title IS NOT NULL OR NEW.archived THEN
         RAISE EXCEPTION 'a new conversation has no head, title or archive state: each is set through the API, which logs it'
             USING ERRCODE = 'CV005',

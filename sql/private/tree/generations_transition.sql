@@ -5,14 +5,27 @@
 -- of its prompt. CV006. A new one's prompt and starting head are messages
 -- of its conversation (CV003, CV002), and it names no import (CV011). It
 -- guards every write outside pgconvo's code (whose entries, and erasure,
--- write only such rows).
+-- write only such rows), first refusing a conversation not the writer's
+-- owner's (lock_conversation: CV002); a role row-level security binds was
+-- refused before (generations_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.generations_transition()
 RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 BEGIN
+    -- The writer's owner's conversation (writes_owner, CV002 otherwise),
+    -- under its lock, as messages_guard: a repair role with BYPASSRLS
+    -- writes for the owner it set only.
+    PERFORM convo_private.lock_conversation(coalesce(NEW.conversation_id, OLD.conversation_id));
     IF TG_OP = 'INSERT' THEN
         IF NEW.state <> 'streaming' THEN
             RAISE EXCEPTION 'a generation starts streaming, not %', NEW.state

@@ -11,12 +11,20 @@
 -- foreign key. SECURITY DEFINER, so that a role granted INSERT meets these
 -- rules rather than a missing privilege on pgconvo's functions; the owner
 -- checks read the caller from the session (convo_private.caller), not
--- current_user.
+-- current_user. A role row-level security binds was refused before any
+-- row is read (messages_05_row_security).
 CREATE OR REPLACE FUNCTION convo_private.messages_guard()
 RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
 AS $$
 DECLARE
     v_parent  convo.messages;

@@ -74,6 +74,7 @@ var erasureColumns = map[string]string{
 	"tool_receipts.error_code":        "shape",
 	"tool_receipts.result_ref":        "external reference",
 	"erasures.owner_id":               "id",
+	"owner_holds.owner_id":            "id",
 	"erasures.reason":                 "the record of the erasure",
 	"erasures.erased_by":              "who",
 	"erasure_places.owner_id":         "id",
@@ -111,8 +112,10 @@ func markerPlaces(t testing.TB, db *pgxpool.Pool, marker string) []string {
 	var out []string
 	for _, tc := range contentColumns(t, db) {
 		table, column, _ := strings.Cut(tc, ".")
-		n := queryRow[int64](t, db, fmt.Sprintf(`SELECT count(*) FROM convo.%s WHERE strpos(%s::text, $1) > 0`,
-			pgx.Identifier{table}.Sanitize(), pgx.Identifier{column}.Sanitize()), marker)
+		qualified := queryRow[string](t, db, `SELECT c.oid::regclass::text FROM pg_class c
+			WHERE c.relname = $1 AND c.relnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)`, table)
+		n := queryRow[int64](t, db, fmt.Sprintf(`SELECT count(*) FROM %s WHERE strpos(%s::text, $1) > 0`,
+			qualified, pgx.Identifier{column}.Sanitize()), marker)
 		if n > 0 {
 			out = append(out, tc)
 		}

@@ -231,6 +231,7 @@ func sqlstates() []SQLSTATE {
 		{"CV010", "payload_too_large", "a message, part, argument or result over the documented caps"},
 		{"CV011", "invalid_argument", "any other bad argument (NULL where a value is required, key too short, unknown reason, ...)"},
 		{"40001", "serialization_failure", "PostgreSQL's code, raised by `register_tool` when another transaction registered a version of the same tool first: retry the transaction"},
+		{"0A000", "feature_not_supported", "PostgreSQL's code, raised by `erase_owner` in a transaction that is not READ COMMITTED: its snapshot could not see what the owner's transactions it waits for made; call it in a transaction of its own at READ COMMITTED"},
 	}
 }
 

@@ -28,6 +28,7 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 SET plpgsql.extra_warnings = 'none'
 SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
 AS $$
 BEGIN
     IF p_owner_id IS NULL OR NOT convo_private.sees_owner(p_owner_id) THEN

@@ -18,6 +18,7 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 SET plpgsql.extra_warnings = 'none'
 SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
 RETURN convo_private.add_sibling(p_conversation_id, p_message_id, p_parts, p_expected_head,
                          p_new_message_id, p_moved_by, 'user', 'user_edit');
 

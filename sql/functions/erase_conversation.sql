@@ -14,6 +14,7 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 SET plpgsql.extra_warnings = 'none'
 SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
 AS $$
 DECLARE
     v_owner text;

@@ -20,6 +20,7 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 SET plpgsql.extra_warnings = 'none'
 SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
 AS $$
 DECLARE
     v_ids uuid[];
@@ -50,6 +51,15 @@ BEGIN
     IF length(p_reason) > convo.max_ref_length() THEN
         RAISE EXCEPTION 'p_reason is longer than % characters', convo.max_ref_length()
             USING ERRCODE = 'CV010', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    -- A snapshot taken before it waits (REPEATABLE READ or SERIALIZABLE
+    -- takes one at the transaction's first statement) could not see what
+    -- the owner's transactions it waits for made: it would record the
+    -- owner as erased and leave that.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'erase_owner runs in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
+            USING ERRCODE = '0A000', DETAIL = format('owner %s', p_owner_id),
+                  HINT = 'Call it in a transaction of its own at READ COMMITTED, the default.';
     END IF;
     PERFORM convo_private.hold_owner(p_owner_id, true);
     -- Lock the owner's conversations in one order, each by its key, as every

@@ -29,6 +29,7 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 SET plpgsql.extra_warnings = 'none'
 SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
 SET TimeZone = 'UTC'
 SET IntervalStyle = 'iso_8601'
 AS $$

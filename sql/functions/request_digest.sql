@@ -19,6 +19,7 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 SET plpgsql.extra_warnings = 'none'
 SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
 AS $$
 BEGIN
     RETURN encode(sha256(convert_to(convo.request_messages(p_conversation_id, p_message_id, p_format)::text, 'UTF8')), 'hex');

@@ -16,6 +16,7 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 SET plpgsql.extra_warnings = 'none'
 SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
 AS $$
 DECLARE
     v_bad   text[];
@@ -267,7 +268,9 @@ BEGIN
     -- read (another owner's ids, the keyed digests of the caller's input);
     -- trace_sort's sizes; PL/pgSQL's parameters of a failed INTO STRICT, and
     -- its extra checks (too_many_rows would warn or fail on how many rows a
-    -- lookup found, whoever's they are).
+    -- lookup found, whoever's they are); and no LOG message from inside
+    -- reaches the client (auto_explain, where a DBA loaded it with
+    -- log_nested_statements, logs the plans run inside at LOG).
     SELECT array_agg(p.oid::regprocedure::text || ' lacks ' || array_to_string(m.missing, ', ')
                      ORDER BY p.oid::regprocedure::text) INTO v_bad
       FROM pg_proc p
@@ -275,7 +278,8 @@ BEGIN
            SELECT array_agg(w.setting ORDER BY w.setting) AS missing
              FROM unnest(ARRAY['search_path=pg_catalog, pg_temp', 'debug_print_parse=off', 'debug_print_rewritten=off',
                                'debug_print_plan=off', 'trace_sort=off', 'plpgsql.print_strict_params=off',
-                               'plpgsql.extra_warnings=none', 'plpgsql.extra_errors=none']) AS w (setting)
+                               'plpgsql.extra_warnings=none', 'plpgsql.extra_errors=none',
+                               'client_min_messages=notice']) AS w (setting)
             WHERE NOT (w.setting = ANY (coalesce(p.proconfig, '{}')))) m
      WHERE p.pronamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace) AND p.prosecdef
        AND m.missing IS NOT NULL;

@@ -15,6 +15,7 @@ SET trace_sort = off
 SET plpgsql.print_strict_params = off
 SET plpgsql.extra_warnings = 'none'
 SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
 AS $$
 BEGIN
     PERFORM convo_private.log_head_move(NEW.id, NEW.head_message_id, OLD.head_message_id, 'direct_update',

@@ -2,9 +2,9 @@
 -- any argument: one allowlisted tool, its version frozen here. A repeat with
 -- the same owner and key returns the first row (created = false); the same
 -- key with another tool or request raises CV009. A key whose receipt was
--- erased (erase_owner, at or after its creation) raises CV009 for any
--- request, in words that name no request: the kept digest is never compared
--- with a guess. A convo_app session files receipts only for the owner it set
+-- erased (erase_owner emptied its request and its digest) raises CV009 for
+-- any request, in words that name no request: nothing is compared with a
+-- guess. A convo_app session files receipts only for the owner it set
 -- (CV011 otherwise).
 CREATE OR REPLACE FUNCTION convo.begin_receipt(
     p_owner_id        text,
@@ -77,9 +77,7 @@ BEGIN
         SELECT * INTO v_receipt FROM convo.tool_receipts r
          WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;
     END IF;
-    IF EXISTS (SELECT 1 FROM convo.erasures r
-                WHERE r.owner_id = v_receipt.owner_id AND r.conversation_id IS NULL
-                  AND r.erased_at >= v_receipt.created_at) THEN
+    IF v_receipt.request_digest IS NULL THEN
         RAISE EXCEPTION 'idempotency key % belongs to an erased request; use a new key', p_idempotency_key
             USING ERRCODE = 'CV009',
                   DETAIL = format('receipt %s, owner %s, erased', v_receipt.id, p_owner_id),

@@ -316,8 +316,7 @@ BEGIN
             SELECT format('row %s of the array%s, field %s', x.n, coalesce(' (' || x.name || ')', ''), coalesce(x.field, 'the row'))
               INTO v_problem
               FROM (SELECT coalesce(g.n, s.n) AS n,
-                           coalesce('id ' || (g.raw ->> 'id'), 'seq ' || (g.raw ->> 'seq'), 'call ' || (g.raw ->> 'tool_call_id'),
-                                    'message ' || (g.raw ->> 'message_id'), 'tool ' || (g.raw ->> 'name')) AS name,
+                           convo_private.export_row_name(g.raw) AS name,
                            (SELECT f.k FROM (SELECT jsonb_object_keys(g.elem) UNION SELECT jsonb_object_keys(s.elem)) f (k)
                              WHERE (g.elem -> f.k)::text IS DISTINCT FROM (s.elem -> f.k)::text ORDER BY f.k LIMIT 1) AS field
                       FROM (SELECT r.elem AS raw, r.elem - v_assigned AS elem, r.n
@@ -350,11 +349,7 @@ BEGIN
             -- only), and the first row it refuses is named by its place and
             -- its id, seq or key. The table and the rule come from the
             -- catalog, never from the document.
-            v_key := CASE v_table WHEN 'messages' THEN 'messages' WHEN 'conversation_head_log' THEN 'head_log'
-                                  WHEN 'conversation_changes' THEN 'changes' WHEN 'generations' THEN 'generations'
-                                  WHEN 'tool_effect_calls' THEN 'tool_calls' WHEN 'tool_effects' THEN 'effects'
-                                  WHEN 'tool_effect_events' THEN 'effect_events' WHEN 'erasures' THEN 'erasures'
-                                  WHEN 'import_origins' THEN 'origins' WHEN 'imports' THEN 'imports' END;
+            v_key := (SELECT p.key FROM convo_private.export_places() p WHERE p.tab = v_table);
             v_check := CASE WHEN v_state = '23502' AND nullif(v_column, '') IS NOT NULL THEN format('%I IS NOT NULL', v_column)
                             WHEN v_state = '23514' THEN
                                 (SELECT regexp_replace(pg_get_constraintdef(c.oid), '^CHECK \((.*)\)( NOT VALID)?$', '\1')
@@ -374,13 +369,12 @@ BEGIN
             END IF;
             IF v_key IS NOT NULL AND v_check IS NOT NULL AND jsonb_typeof(p_export -> v_key) = 'array' THEN
               BEGIN
-                EXECUTE format('SELECT format(%L, j.n, coalesce(%L || (j.elem ->> %L), %L || (j.elem ->> %L), %L || (j.elem ->> %L), %L || (j.elem ->> %L), %L))
+                EXECUTE format('SELECT format(%L, j.n, convo_private.export_row_name(j.elem))
                                   FROM jsonb_array_elements($1) WITH ORDINALITY j (elem, n),
                                        LATERAL jsonb_populate_record(NULL::convo.%I, j.elem) r
                                  WHERE (%s) IS NOT TRUE
                                  ORDER BY j.n LIMIT 1',
-                               ', ' || v_key || ' row %s of the array (%s)', 'id ', 'id', 'seq ', 'seq', 'call ', 'tool_call_id',
-                               'message ', 'message_id', 'no id', v_table,
+                               ', ' || v_key || ' row %s of the array (%s)', v_table,
                                CASE WHEN v_state = '23502' THEN v_check ELSE format('(%s) IS NOT FALSE', v_check) END)
                    INTO v_row USING p_export -> v_key;
               EXCEPTION WHEN OTHERS THEN

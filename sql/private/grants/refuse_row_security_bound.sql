@@ -17,7 +17,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_caller text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
+    v_caller text := convo_private.caller();
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles r
                 WHERE r.rolname = v_caller

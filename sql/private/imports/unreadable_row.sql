@@ -20,21 +20,14 @@ BEGIN
         RETURN ', conversation';
     END;
     FOR v_place IN
-        SELECT * FROM (VALUES ('messages', 'messages'), ('head_log', 'conversation_head_log'),
-                              ('changes', 'conversation_changes'), ('generations', 'generations'),
-                              ('tool_calls', 'tool_effect_calls'), ('effects', 'tool_effects'),
-                              ('effect_events', 'tool_effect_events'), ('tools', 'tools'), ('erasures', 'erasures'),
-                              ('origins', 'import_origins'), ('imports', 'imports')) AS p (key, tab)
-         WHERE jsonb_typeof(p_export -> p.key) = 'array'
+        SELECT * FROM convo_private.export_places() p WHERE jsonb_typeof(p_export -> p.key) = 'array'
     LOOP
         FOR v_row IN SELECT j.elem, j.n FROM jsonb_array_elements(p_export -> v_place.key) WITH ORDINALITY j (elem, n) LOOP
             BEGIN
                 EXECUTE format('SELECT jsonb_populate_record(NULL::convo.%I, $1)', v_place.tab) USING v_row.elem;
             EXCEPTION WHEN data_exception THEN
                 RETURN format(', %s row %s of the array (%s)', v_place.key, v_row.n,
-                              coalesce('id ' || (v_row.elem ->> 'id'), 'seq ' || (v_row.elem ->> 'seq'),
-                                       'call ' || (v_row.elem ->> 'tool_call_id'), 'name ' || (v_row.elem ->> 'name'),
-                                       'message ' || (v_row.elem ->> 'message_id'), 'no id'));
+                              convo_private.export_row_name(v_row.elem));
             END;
         END LOOP;
     END LOOP;

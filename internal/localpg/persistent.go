@@ -230,7 +230,11 @@ func PurgePersistent(ctx context.Context, dir string) (*Purged, error) {
 			return p, fmt.Errorf("%w; nothing was removed", err)
 		}
 		p.Stopped = p.Stopped || stopped
-		if left := processesIn(filepath.Join(d, "data")); len(left) > 0 {
+		left, err := waitProcessesGone(ctx, filepath.Join(d, "data"))
+		if err != nil {
+			return p, err
+		}
+		if len(left) > 0 {
 			return p, fmt.Errorf("processes %v still use %s: stop them, then purge again; nothing was removed", left, filepath.Join(d, "data"))
 		}
 	}
@@ -347,21 +351,13 @@ func pidAlive(pid int) bool {
 // removes the postmaster.pid and socket lock files naming pid, which
 // PostgreSQL would otherwise take for a live server when pid is a zombie.
 func clearStale(ctx context.Context, dir, dataDir string, pid int) error {
-	deadline := time.Now().Add(orphanTimeout)
-	for {
-		left := processesIn(dataDir)
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the local server in %s is not running (postmaster %d is gone), but processes %v "+
-				"still use its data directory: stop them, then retry", dir, pid, left)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	left, err := waitProcessesGone(ctx, dataDir)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("the local server in %s is not running (postmaster %d is gone), but processes %v "+
+			"still use its data directory: stop them, then retry", dir, pid, left)
 	}
 	locks, _ := filepath.Glob(filepath.Join(dir, ".s.PGSQL.*.lock"))
 	locks = append(locks, filepath.Join(dataDir, "postmaster.pid"))
@@ -379,6 +375,26 @@ func clearStale(ctx context.Context, dir, dataDir string, pid int) error {
 		}
 	}
 	return nil
+}
+
+// waitProcessesGone waits, up to orphanTimeout, until no process runs in
+// dataDir, and returns those still there then. Server processes outlive
+// their postmaster by a moment (pg_ctl stop returns when the postmaster is
+// gone, and a loaded machine may not have scheduled the rest yet), so one
+// look would take a stopping server for a stuck one.
+func waitProcessesGone(ctx context.Context, dataDir string) ([]int, error) {
+	deadline := time.Now().Add(orphanTimeout)
+	for {
+		left := processesIn(dataDir)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left, nil
+		}
+		select {
+		case <-ctx.Done():
+			return left, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // processesIn returns the live processes whose working directory is

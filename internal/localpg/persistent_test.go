@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -185,5 +186,38 @@ func TestPurgeRefusesAPlantedFallback(t *testing.T) {
 	}
 	if _, err := os.Stat(keep); err != nil {
 		t.Fatalf("the purge reached what the planted link points at: %v", err)
+	}
+}
+
+// TestPurgeWaitsForProcessesThatAreExiting: a process still in the data
+// directory for a moment after the server stopped (as a server process is
+// on a loaded machine, after pg_ctl stop returns) is waited for, not taken
+// for a stuck one that makes the purge refuse.
+func TestPurgeWaitsForProcessesThatAreExiting(t *testing.T) {
+	dir := persistentDir(t)
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lingering := exec.Command("sleep", "0.7")
+	lingering.Dir = data
+	if err := lingering.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go lingering.Wait() // Reaped when it exits, so it leaves no zombie.
+	if left := processesIn(data); len(left) != 1 {
+		t.Fatalf("processes in %s: %v, want the one just started", data, left)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := PurgePersistent(ctx, dir)
+	if err != nil {
+		t.Fatalf("purge with a process that exits in a moment: %v", err)
+	}
+	if len(p.Removed) != 1 || p.Removed[0] != dir {
+		t.Fatalf("removed %v, want %s", p.Removed, dir)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s still there after the purge: %v", dir, err)
 	}
 }

@@ -190,16 +190,6 @@ func (w *mWorker) verify(c *mConv, full bool) error {
 			return err
 		})
 	}
-	b.Queue(`SELECT effect_id::text, tool_name, external_ref, coalesce(amount_minor, -1), coalesce(currency, ''), settled_at, tool_call_ids
-		   FROM convo.orphaned_applied_effects WHERE conversation_id = $1`, c.id).Query(func(rows pgx.Rows) error {
-		var err error
-		orphans, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (mOrphanRow, error) {
-			var o mOrphanRow
-			err := r.Scan(&o.id, &o.tool, &o.ref, &o.amount, &o.currency, &o.at, &o.calls)
-			return o, err
-		})
-		return err
-	})
 	b.Queue(`SELECT id::text, tool_name, idempotency_key, state, coalesce(external_ref, ''), coalesce(compensated_by, ''),
 		        coalesce(amount_minor, -1), coalesce(currency, '')
 		   FROM convo.tool_effects WHERE conversation_id = $1`, c.id).Query(func(rows pgx.Rows) error {
@@ -236,12 +226,29 @@ func (w *mWorker) verify(c *mConv, full bool) error {
 			return err
 		})
 	}
+	// The views last, as the application reads them: as convo_app with the
+	// conversation's owner set (both local to the batch's implicit
+	// transaction). A superuser sees every owner's rows, and the views
+	// compute them all before the conversation's are picked out: a read
+	// that grows with everything the run wrote so far.
+	b.Queue(`SELECT set_config('convo.owner_id', $1, true), set_config('role', 'convo_app', true)`, c.owner)
+	b.Queue(`SELECT effect_id::text, tool_name, external_ref, coalesce(amount_minor, -1), coalesce(currency, ''), settled_at, tool_call_ids
+		   FROM convo.orphaned_applied_effects WHERE conversation_id = $1`, c.id).Query(func(rows pgx.Rows) error {
+		var err error
+		orphans, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (mOrphanRow, error) {
+			var o mOrphanRow
+			err := r.Scan(&o.id, &o.tool, &o.ref, &o.amount, &o.currency, &o.at, &o.calls)
+			return o, err
+		})
+		return err
+	})
 	if full {
 		b.Queue(`SELECT (SELECT count(*) FROM convo.stale_pending_effects WHERE conversation_id = $1),
 			        (SELECT count(*) FROM convo.stale_generations WHERE conversation_id = $1)`, c.id).QueryRow(func(r pgx.Row) error {
 			return r.Scan(&nStale, &nStaleGen)
 		})
 	}
+	b.Queue(`RESET ROLE`)
 	if err := w.db.SendBatch(w.ctx, b).Close(); err != nil {
 		return fmt.Errorf("reading conversation %s back: %v", c.id, err)
 	}

@@ -30,10 +30,11 @@ import (
 // holds a server connection for one transaction only, so whatever a
 // transaction names with SET LOCAL is its own, while a session's SET stays
 // on the server connection for the next client, and LISTEN stays with a
-// server connection that other clients' transactions run on. These tests
-// run Debian's pgbouncer (apt-get install pgbouncer; .ci/run installs it)
-// in front of the test server, with one server connection per user and
-// database, so that every client of a user shares one.
+// server connection that other clients' transactions run on, as does a
+// statement prepared under a name. These tests run Debian's pgbouncer
+// (apt-get install pgbouncer; .ci/run installs it) in front of the test
+// server with docs/deployment.md's pgbouncer.ini, but one server connection
+// per user and database, so that every client of a user shares one.
 
 // bouncer is a pgbouncer running in front of the test server.
 type bouncer struct {
@@ -300,8 +301,11 @@ func (b *bouncer) connect(t *testing.T, dbURL string) *pgx.Conn {
 }
 
 // TestPgBouncerTransactionMode runs the purchase story in every language
-// through PgBouncer in transaction mode, with SET LOCAL in each transaction
-// as the examples do; shows that a session's SET is not the way to name an
+// twice through PgBouncer in transaction mode (two processes, on one server
+// connection per user), each with the URL as README.md gives it and SET
+// LOCAL in each transaction; shows that a named prepared statement (pgx's
+// cache_statement, which the Go example's URL may still choose) meets the
+// next run there (42P05); that a session's SET is not the way to name an
 // owner there (it stays on the server connection and reaches the next
 // client's transactions); and that LISTEN belongs on a direct session
 // connection: through the pooler, the notification goes to whichever client
@@ -329,7 +333,7 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 					before := queryRowsAs[string](t, db, `SELECT id::text FROM convo.conversations WHERE owner_id = 'customer-7'`)
 					r := startExample(t, "", env, argv...)
 					if r.code != 0 || !strings.Contains(r.stdout, "ok: examples/") {
-						t.Fatalf("run %d of %d through pgbouncer: exit %d, want 0 and ok:\n%s%s", run, 2, r.code, r.stdout, r.stderr)
+						t.Fatalf("run %d of 2 through pgbouncer: exit %d, want 0 and ok:\n%s%s", run, r.code, r.stdout, r.stderr)
 					}
 					convs := queryRowsAs[string](t, db, `SELECT id::text FROM convo.conversations
 						WHERE owner_id = 'customer-7' AND NOT id::text = ANY ($1)`, before)

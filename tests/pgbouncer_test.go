@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,16 +23,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // PgBouncer in transaction mode (docs/deployment.md, "Poolers"): a client
 // holds a server connection for one transaction only, so whatever a
 // transaction names with SET LOCAL is its own, while a session's SET stays
 // on the server connection for the next client, and LISTEN stays with a
-// server connection that other clients' transactions run on. These tests
-// run Debian's pgbouncer (apt-get install pgbouncer; .ci/run installs it)
-// in front of the test server, with one server connection per user and
-// database, so that every client of a user shares one.
+// server connection that other clients' transactions run on, as does a
+// statement prepared under a name. These tests run Debian's pgbouncer
+// (apt-get install pgbouncer; .ci/run installs it) in front of the test
+// server with docs/deployment.md's pgbouncer.ini, but one server connection
+// per user and database, so that every client of a user shares one.
 
 // bouncer is a pgbouncer running in front of the test server.
 type bouncer struct {
@@ -97,11 +101,78 @@ func bouncerUser(t *testing.T) *syscall.Credential {
 	return nil
 }
 
-// startBouncer starts pgbouncer in pool_mode=transaction in front of the
-// test server, letting in users (trust, as the server trusts loopback), with
-// one server connection per user and database, and stops it when the test
-// ends.
-func startBouncer(t *testing.T, users ...string) *bouncer {
+// userlistQuery is docs/deployment.md's query for the lines of PgBouncer's
+// userlist.txt: "user" "secret", the secret as PostgreSQL stores it
+// (SCRAM-SHA-256$...), which only a superuser may read from pg_authid.
+const userlistQuery = `SELECT format('"%s" "%s"', rolname, rolpassword) FROM pg_authid WHERE rolname = ANY ($1) ORDER BY rolname`
+
+// testIniSettings are the settings of the test's pgbouncer.ini that differ
+// from docs/deployment.md's, which it takes for everything else: a free
+// port, its own userlist, one server connection per user and database (so
+// that every client of a user shares one, and whatever one run leaves on it
+// meets the next), and running in the foreground, logging to stderr.
+func testIniSettings(port int, authFile string) map[string]string {
+	return map[string]string{
+		"listen_port":       strconv.Itoa(port),
+		"auth_file":         authFile,
+		"default_pool_size": "1",
+		"logfile":           "",
+		"pidfile":           "",
+		"unix_socket_dir":   "",
+	}
+}
+
+// docsIni returns docs/deployment.md's pgbouncer.ini (its ```ini block that
+// sets pool_mode) with databases, every database of the server at host and
+// port, in place of its [databases], and settings in place of its own.
+func docsIni(t *testing.T, host, port string, settings map[string]string) string {
+	t.Helper()
+	text, err := os.ReadFile("../docs/deployment.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block string
+	for _, part := range strings.Split(string(text), "```ini\n")[1:] {
+		if b, _, _ := strings.Cut(part, "```"); strings.Contains(b, "pool_mode") {
+			block = b
+			break
+		}
+	}
+	if block == "" {
+		t.Fatal("docs/deployment.md has no ```ini block setting pool_mode (PgBouncer's pgbouncer.ini)")
+	}
+	var out strings.Builder
+	section := ""
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		key, _, isSetting := strings.Cut(line, "=")
+		_, replaced := settings[strings.TrimSpace(key)]
+		switch {
+		case strings.HasPrefix(line, "["):
+			section = strings.TrimSpace(line)
+			out.WriteString(line + "\n")
+			if section == "[databases]" {
+				fmt.Fprintf(&out, "* = host=%s port=%s\n", host, port)
+			}
+			if section == "[pgbouncer]" {
+				for _, k := range slices.Sorted(maps.Keys(settings)) {
+					fmt.Fprintf(&out, "%s = %s\n", k, settings[k])
+				}
+			}
+		case isSetting && (section == "[databases]" || section == "[pgbouncer]" && replaced):
+			// the test's own, written above
+		default:
+			out.WriteString(line + "\n")
+		}
+	}
+	return out.String()
+}
+
+// startBouncer starts pgbouncer in front of the test server with
+// docs/deployment.md's pgbouncer.ini (pool_mode = transaction, auth_type =
+// scram-sha-256) but for testIniSettings, letting in users with the
+// userlist.txt the docs say how to write (their SCRAM secrets, read from
+// pg_authid through db), and stops it when the test ends.
+func startBouncer(t *testing.T, db *pgxpool.Pool, users ...string) *bouncer {
 	t.Helper()
 	program := pgbouncerPath(t)
 	server, err := url.Parse(serverURL)
@@ -121,11 +192,12 @@ func startBouncer(t *testing.T, users ...string) *bouncer {
 	if err := os.Chmod(dir, 0o755); err != nil { // pgbouncer's user reads its files
 		t.Fatal(err)
 	}
-	var userlist strings.Builder
-	for _, u := range users {
-		fmt.Fprintf(&userlist, "%q \"\"\n", u)
+	lines := queryRowsAs[string](t, db, userlistQuery, users)
+	if len(lines) != len(users) {
+		t.Fatalf("pg_authid has %d of the users %v: %v", len(lines), users, lines)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(userlist.String()), 0o644); err != nil {
+	userlist := filepath.Join(dir, "userlist.txt")
+	if err := os.WriteFile(userlist, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -133,22 +205,7 @@ func startBouncer(t *testing.T, users ...string) *bouncer {
 	// pgbouncer binds it, so try a few.
 	for attempt := 1; ; attempt++ {
 		port := freeTCPPort(t)
-		ini := fmt.Sprintf(`[databases]
-* = host=%s port=%s
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-pool_mode = transaction
-default_pool_size = 1
-max_client_conn = 100
-ignore_startup_parameters = extra_float_digits
-logfile =
-pidfile =
-`, server.Hostname(), serverPort, port, filepath.Join(dir, "userlist.txt"))
+		ini := docsIni(t, server.Hostname(), serverPort, testIniSettings(port, userlist))
 		iniPath := filepath.Join(dir, "pgbouncer.ini")
 		if err := os.WriteFile(iniPath, []byte(ini), 0o644); err != nil {
 			t.Fatal(err)
@@ -177,7 +234,7 @@ pidfile =
 		cmd.Process.Kill()
 		<-exited
 		if attempt == 3 || !strings.Contains(b.log.String(), "in use") {
-			t.Fatalf("pgbouncer did not start:\n%s", b.log.String())
+			t.Fatalf("pgbouncer did not start with this pgbouncer.ini:\n%s\nits log:\n%s", ini, b.log.String())
 		}
 	}
 }
@@ -244,8 +301,11 @@ func (b *bouncer) connect(t *testing.T, dbURL string) *pgx.Conn {
 }
 
 // TestPgBouncerTransactionMode runs the purchase story in every language
-// through PgBouncer in transaction mode, with SET LOCAL in each transaction
-// as the examples do; shows that a session's SET is not the way to name an
+// twice through PgBouncer in transaction mode (two processes, on one server
+// connection per user), each with the URL as README.md gives it and SET
+// LOCAL in each transaction; shows that a named prepared statement (pgx's
+// cache_statement, which the Go example's URL may still choose) meets the
+// next run there (42P05); that a session's SET is not the way to name an
 // owner there (it stays on the server connection and reaches the next
 // client's transactions); and that LISTEN belongs on a direct session
 // connection: through the pooler, the notification goes to whichever client
@@ -257,30 +317,51 @@ func TestPgBouncerTransactionMode(t *testing.T) {
 	mustExec(t, db, readmeRegistration(t))
 	app, appURL := loginURL(t, db, "convo_app")
 	admin, adminURL := loginURL(t, db, "convo_admin")
-	b := startBouncer(t, app, admin)
+	b := startBouncer(t, db, app, admin)
 
 	t.Run("the examples", func(t *testing.T) {
 		for _, ex := range examples {
 			t.Run(ex.name, func(t *testing.T) {
-				// pgx (the Go example) reads its exec mode from the URL; the
-				// others prepare nothing by name (psycopg: prepare_threshold=None).
-				var query []string
-				if ex.name == "go" {
-					query = []string{"default_query_exec_mode=exec"}
+				// Each example's own URL, as README.md gives it, with no
+				// parameter for the pooler: two runs, two processes, on the
+				// same server connection (one per user), so that anything a
+				// run leaves there (a named prepared statement) meets the next.
+				bouncedApp := b.url(t, appURL)
+				env := []string{"DATABASE_URL=" + bouncedApp, "ADMIN_DATABASE_URL=" + b.url(t, adminURL)}
+				argv := ex.argv(t, bouncedApp)
+				for run := 1; run <= 2; run++ {
+					before := queryRowsAs[string](t, db, `SELECT id::text FROM convo.conversations WHERE owner_id = 'customer-7'`)
+					r := startExample(t, "", env, argv...)
+					if r.code != 0 || !strings.Contains(r.stdout, "ok: examples/") {
+						t.Fatalf("run %d of 2 through pgbouncer: exit %d, want 0 and ok:\n%s%s", run, r.code, r.stdout, r.stderr)
+					}
+					convs := queryRowsAs[string](t, db, `SELECT id::text FROM convo.conversations
+						WHERE owner_id = 'customer-7' AND NOT id::text = ANY ($1)`, before)
+					if len(convs) != 1 {
+						t.Fatalf("run %d made %d conversations, want 1: %v", run, len(convs), convs)
+					}
+					requirePurchaseStory(t, db, convs[0], app)
 				}
-				bouncedApp := b.url(t, appURL, query...)
-				env := []string{"DATABASE_URL=" + bouncedApp, "ADMIN_DATABASE_URL=" + b.url(t, adminURL, query...)}
-				before := queryRowsAs[string](t, db, `SELECT id::text FROM convo.conversations WHERE owner_id = 'customer-7'`)
-				runExample(t, env, ex.argv(t, bouncedApp)...)
-				convs := queryRowsAs[string](t, db, `SELECT id::text FROM convo.conversations
-					WHERE owner_id = 'customer-7' AND NOT id::text = ANY ($1)`, before)
-				if len(convs) != 1 {
-					t.Fatalf("the run made %d conversations, want 1: %v", len(convs), convs)
-				}
-				requirePurchaseStory(t, db, convs[0], app)
 			})
 		}
 		requireCount(t, db, 1, `SELECT count(*) FROM convo.tools WHERE name = 'purchase_credits'`)
+	})
+
+	// The Go example's URL may still choose pgx's default mode, which names
+	// its prepared statements on the server connection: the second run meets
+	// the first one's there. This also shows that the runs above shared one
+	// server connection, so that the test sees what a run leaves behind.
+	t.Run("go with cache_statement in its URL", func(t *testing.T) {
+		mode := "default_query_exec_mode=cache_statement"
+		env := []string{"DATABASE_URL=" + b.url(t, appURL, mode), "ADMIN_DATABASE_URL=" + b.url(t, adminURL, mode)}
+		program := goExample(t)
+		runExample(t, env, program)
+		requireOneLine(t, "the second run", startExample(t, "", env, program), "already exists (SQLSTATE 42P05)")
+		for _, u := range []string{appURL, adminURL} {
+			if _, err := b.connect(t, u).Exec(ctx, `DEALLOCATE ALL`); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 
 	// Two clients of the application's login role, through the bouncer:

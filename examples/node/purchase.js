@@ -135,6 +135,11 @@ async function main() {
   const appURL = process.env.DATABASE_URL;
   if (!appURL) throw new Stop('DATABASE_URL is not set: export the URL `go run ./cmd/migrate up` printed');
 
+  // No query here has a `name`: pg then parses each into the unnamed
+  // statement, which ends with its query, so the example runs behind a pooler
+  // in transaction mode too. A named query is prepared on the server
+  // connection, which such a pooler shares with other clients
+  // (docs/deployment.md).
   const admin = new Client({ connectionString: process.env.ADMIN_DATABASE_URL || appURL });
   await admin.connect();
   try {

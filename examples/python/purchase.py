@@ -136,8 +136,11 @@ def main():
     processor = Processor()
 
     # autocommit: each `with ....transaction()` is one BEGIN ... COMMIT.
-    # prepare_threshold=None: no server-side prepared statements, so the
-    # example runs behind PgBouncer in transaction mode too (docs/deployment.md).
+    # prepare_threshold=None: no prepared statement under a name. By default
+    # psycopg prepares a query as _pg3_0, _pg3_1, ... after its fifth run; a
+    # pooler in transaction mode (PgBouncer before 1.21) leaves it on a server
+    # connection it shares, and the next process to prepare that name there
+    # fails with 42P05 (docs/deployment.md).
     with psycopg.connect(os.environ.get("ADMIN_DATABASE_URL") or app_url, autocommit=True,
                          prepare_threshold=None) as admin:
         print(f"purchase_credits: version {register(admin)}")

@@ -12,11 +12,10 @@
 // DATABASE_URL connects as the application (a login member of convo_app);
 // ADMIN_DATABASE_URL, if set, as the DBA (a member of convo_admin) for
 // register_tool. Unset, DATABASE_URL does both (the superuser URL that
-// `migrate up` prints may). pgx reads default_query_exec_mode from the URL:
-// behind PgBouncer in transaction mode (before 1.21), add
-// default_query_exec_mode=exec so that no prepared statement outlives its
-// transaction (docs/deployment.md). Every run makes a conversation of its
-// own, so it can run again on the same database. It prints each step and
+// `migrate up` prints may). The same URL works straight to PostgreSQL and
+// through a pooler in transaction mode, such as PgBouncer (connect says why).
+// Every run makes a conversation of its own, so it can run again on the same
+// database. It prints each step and
 // exits 1 on any mismatch; tests/examples_test.go runs it twice. Whatever
 // stops it (no DATABASE_URL, a failed check, a database error) is said in
 // one line on stderr, with what to do.
@@ -223,6 +222,29 @@ func register(ctx context.Context, admin *pgx.Conn) (version int, err error) {
 	return version, err
 }
 
+// connect opens a connection to url in pgx's exec mode, unless the URL sets
+// default_query_exec_mode itself. pgx's default mode prepares each statement
+// under a name (stmtcache_...) on the server connection and remembers it in
+// this process only. Behind a pooler in transaction mode (PgBouncer before
+// 1.21, as Debian 12 ships it) that server connection is shared with other
+// clients and outlives the process, so the next run's prepare of the same
+// name fails with 42P05 (prepared statement already exists), or another
+// client finds a statement missing. Exec mode uses only the unnamed
+// statement, in one round trip per query, so it works directly and through
+// any pooler; it sends jsonb as JSON text, as this example does.
+func connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	// pgx.ParseConfig consumes default_query_exec_mode; pgconn's parse keeps
+	// it among the runtime parameters, which tells whether the URL set it.
+	if set, err := pgconn.ParseConfig(url); err == nil && set.RuntimeParams["default_query_exec_mode"] == "" {
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
 func run(ctx context.Context) error {
 	appURL := os.Getenv("DATABASE_URL")
 	if appURL == "" {
@@ -232,7 +254,7 @@ func run(ctx context.Context) error {
 	if adminURL == "" {
 		adminURL = appURL
 	}
-	admin, err := pgx.Connect(ctx, adminURL)
+	admin, err := connect(ctx, adminURL)
 	if err != nil {
 		return err
 	}
@@ -243,7 +265,7 @@ func run(ctx context.Context) error {
 	}
 	fmt.Printf("purchase_credits: version %d\n", version)
 
-	db, err := pgx.Connect(ctx, appURL)
+	db, err := connect(ctx, appURL)
 	if err != nil {
 		return err
 	}

@@ -191,9 +191,9 @@ func countDropped(ctx context.Context, db *sql.DB, tables, schemas, seeded []str
 		return nil, err
 	}
 	if asOwner {
-		ok, err := actAs(ctx, tx, "convo_owner")
-		if err != nil {
-			return nil, fmt.Errorf("acting as convo_owner: %w", err)
+		ok, actErr := actAs(ctx, tx, "convo_owner")
+		if actErr != nil {
+			return nil, fmt.Errorf("acting as convo_owner: %w", actErr)
 		}
 		if !ok {
 			defer func() {

@@ -170,16 +170,45 @@ func splitNames(list string) []string {
 
 // countDropped counts the rows of the named tables and of every table in
 // the named schemas, leaving out tables that do not exist, seeded tables
-// and empty ones. It runs in a read-only transaction with row_security off,
-// so that row-level security makes the count fail instead of hiding rows.
-func countDropped(ctx context.Context, db *sql.DB, tables, schemas, seeded []string) ([]TableRows, error) {
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+// and empty ones. It counts as the role the down migrations drop them as:
+// once pgconvo is installed (convo_owner owns schema convo), a role that is
+// no superuser acts as convo_owner, the tables' owner, as the migrations do
+// (see actAs), and as itself when it may not. It counts read-only with
+// row_security off, so that row-level security makes the count fail
+// instead of hiding rows, and rolls back (a membership taken included).
+func countDropped(ctx context.Context, db *sql.DB, tables, schemas, seeded []string) (_ []TableRows, err error) {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback() //nolint:errcheck // Read-only: nothing to keep.
-	if _, err := tx.ExecContext(ctx, `SET LOCAL row_security = off`); err != nil {
+	defer tx.Rollback() //nolint:errcheck // Nothing to keep, a membership taken least of all.
+	var role string
+	var asOwner bool
+	if err := tx.QueryRowContext(ctx, `
+		SELECT r.rolname::text, NOT r.rolsuper AND EXISTS (SELECT 1 FROM pg_namespace n
+		                                   WHERE n.nspname = 'convo' AND pg_get_userbyid(n.nspowner) = 'convo_owner')
+		  FROM pg_roles r WHERE r.rolname = current_user`).Scan(&role, &asOwner); err != nil {
 		return nil, err
+	}
+	if asOwner {
+		ok, actErr := actAs(ctx, tx, "convo_owner")
+		if actErr != nil {
+			return nil, fmt.Errorf("acting as convo_owner: %w", actErr)
+		}
+		if !ok {
+			defer func() {
+				if isInsufficientPrivilege(err) {
+					err = fmt.Errorf("%w (the check counts as convo_owner, the tables' owner, which role %s may not act as: "+
+						"go down as the role that installed pgconvo or a superuser, or have one of those run "+
+						"GRANT convo_owner TO %s, and REVOKE it after)", err, role, ident(role))
+				}
+			}()
+		}
+	}
+	for _, set := range []string{`SET TRANSACTION READ ONLY`, `SET LOCAL row_security = off`} {
+		if _, err := tx.ExecContext(ctx, set); err != nil {
+			return nil, err
+		}
 	}
 	// The tables that exist, as PostgreSQL names them, less the seeded ones
 	// and the derived ones (a COMMENT beginning "Derived": convo.live_path,

@@ -3,11 +3,13 @@ package migrator
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // packageRoles are the cluster-wide roles 0003_trust creates when missing.
@@ -31,7 +33,7 @@ type PrivilegeError struct {
 }
 
 // Error names, on one line, what is missing and why, and what to do: the
-// statements a superuser can run to grant it.
+// statements a role that may grant it can run.
 func (e *PrivilegeError) Error() string {
 	var lacks, grants, instead []string
 	for _, n := range e.Missing {
@@ -47,9 +49,11 @@ func (e *PrivilegeError) Error() string {
 	if len(lacks) > 1 {
 		list = strings.Join(lacks[:len(lacks)-1], ", ") + " and " + lacks[len(lacks)-1]
 	}
-	fix := "migrate as a superuser"
+	// Not "a superuser" alone: a managed server has none to migrate as.
+	fix := "migrate as a role that has " + pronoun(len(lacks)) + " (the role that installed pgconvo, a superuser, " +
+		"or a managed server's administrative role)"
 	if len(grants) > 0 {
-		fix += ", or have one run " + strings.Join(grants, "; ") + " and migrate again"
+		fix += ", or have one of those run " + strings.Join(grants, "; ") + " and migrate again"
 		for _, g := range grants {
 			if strings.HasPrefix(g, "GRANT convo_owner TO ") {
 				fix += " (then REVOKE convo_owner FROM " + ident(e.Role) + ")"
@@ -60,6 +64,14 @@ func (e *PrivilegeError) Error() string {
 		fix += "; or " + strings.Join(instead, "; or ")
 	}
 	return fmt.Sprintf("role %s lacks %s: %s", ident(e.Role), list, fix)
+}
+
+// pronoun is "it" for one missing privilege, "them" for more.
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // rolePrivileges is what the catalog says the connected role may do, as
@@ -203,4 +215,45 @@ func ident(name string) string {
 		return name
 	}
 	return pgx.Identifier{name}.Sanitize()
+}
+
+// actAs makes the rest of tx run as role, the way every migration from 0003
+// on acts as convo_owner: a member switches to it (SET LOCAL ROLE); a role
+// that is not one but may grant it to itself (CREATEROLE) becomes a member
+// first, for tx only, so the caller must roll tx back. It reports false,
+// having changed nothing, when the connected role may do neither.
+func actAs(ctx context.Context, tx *sql.Tx, role string) (bool, error) {
+	setRole := `SELECT set_config('role', $1, true)`
+	try := func(stmts ...string) (bool, error) {
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT act_as`); err != nil {
+			return false, err
+		}
+		for _, s := range stmts {
+			var err error
+			if s == setRole {
+				_, err = tx.ExecContext(ctx, s, role)
+			} else {
+				_, err = tx.ExecContext(ctx, s)
+			}
+			if isInsufficientPrivilege(err) {
+				_, err = tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT act_as`)
+				return false, err
+			}
+			if err != nil {
+				return false, err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT act_as`)
+		return err == nil, err
+	}
+	if ok, err := try(setRole); ok || err != nil {
+		return ok, err
+	}
+	return try(`GRANT `+ident(role)+` TO CURRENT_USER`, setRole)
+}
+
+// isInsufficientPrivilege reports whether err is PostgreSQL's 42501.
+func isInsufficientPrivilege(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }

@@ -94,7 +94,8 @@ func TestCLIUpChecksPrivilegesFirst(t *testing.T) {
 		line := requireOneError(t, r, strings.Join(args, " ")+" refused, nothing was changed: role "+name+" lacks CREATEROLE")
 		// The roles may exist already (another test's database made them):
 		// then the role cannot act as convo_owner; else it cannot create them.
-		want := []string{"acts as convo_owner", "migrate as a superuser, or have one run "}
+		want := []string{"acts as convo_owner", "migrate as a role that has it (the role that installed pgconvo, a superuser, " +
+			"or a managed server's administrative role), or have one of those run "}
 		if strings.Contains(line, "lacks CREATEROLE or membership in convo_owner") {
 			want = append(want, "GRANT convo_owner TO "+name, "(then REVOKE convo_owner FROM "+name+")")
 		} else {
@@ -145,7 +146,7 @@ func TestCLIUpNamesEveryMissingPrivilege(t *testing.T) {
 	line := requireOneError(t, r, "up refused, nothing was changed: role "+name+" lacks CREATE on schema public")
 	for _, want := range []string{"CREATE on database " + dbName + " (0001_tree creates schema convo)",
 		"CREATE on database " + dbName + " with the grant option", "GRANT CREATE ON SCHEMA public TO " + name,
-		"migrate as a superuser"} {
+		"migrate as a role that has them (the role that installed pgconvo, a superuser, or a managed server's administrative role)"} {
 		if !strings.Contains(line, want) {
 			t.Fatalf("want %q in %q", want, line)
 		}
@@ -171,7 +172,10 @@ func TestCLIVerifySaysWhatToDo(t *testing.T) {
 	user := plain.Config().ConnConfig.User
 	r = requireCLI(t, nil, 1, nil, "-database", plain.Config().ConnString(), "verify")
 	requireOneError(t, r, fmt.Sprintf("role %s may not run convo.self_check(): it is granted to convo_reader", user))
-	requireOneError(t, r, "GRANT convo_reader TO "+user)
+	line := requireOneError(t, r, "GRANT convo_reader TO "+user)
+	if !strings.Contains(line, "as the role that installed pgconvo or as a superuser") {
+		t.Fatalf("want who may verify named in %q", line)
+	}
 	if strings.Contains(r.stdout, "CHECK") {
 		t.Fatalf("verify printed a table it could not fill:\n%s", r.stdout)
 	}

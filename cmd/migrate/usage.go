@@ -49,8 +49,10 @@ once the schema is repaired by hand.`},
 		more: `It reads the migration history table when there is one and never creates
 it: a database never migrated is version 0.`},
 	{name: "verify", summary: "run convo.self_check() and print it; exit 1 if any check fails",
-		more: `Run it as a member of convo_reader (or convo_admin) or a superuser, on a
-database migrated to version 3 or later.`},
+		more: `Run it as a member of convo_reader (or convo_admin), as the role that
+installed pgconvo (with CREATEROLE it becomes a member of convo_reader for
+verify's read-only transaction only) or as a superuser, on a database
+migrated to version 3 or later.`},
 	{name: "export", args: "ID", summary: "print conversation ID as JSON: convo.export_conversation(ID)",
 		more: `Standard output is the document alone: redirect it to a file
 (` + command + ` -owner OWNER export ID > conversation.json).

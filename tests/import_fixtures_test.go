@@ -632,7 +632,7 @@ func TestImportFixtureExportRoundTrip(t *testing.T) {
 	exportTools(t, src, dst)
 	conv := mustImport(t, loginAs(t, src, "convo_app"), "owner-1", "chatgpt", encodeJSON(t, fixtureDoc(t, chatgptBranched.ref)))
 	user := queryRow[string](t, src, `SELECT message_id::text FROM convo.path($1) WHERE role = 'user' ORDER BY depth DESC LIMIT 1`, conv)
-	requireEqual(t, "the last user turn on the path", user, nodeID(t, db, conv, "u2"))
+	requireEqual(t, "the last user turn on the path", user, nodeID(t, src, conv, "u2"))
 	editMsg(t, src, conv, user, textParts("Buy me 500 credits instead."))
 	appendMsg(t, src, conv, "assistant", effToolUses(effBuy("call_f", "buy", 500)))
 	effSettle(t, src, conv, effForCall(t, src, conv, "call_f").EffectID, "ch_f")

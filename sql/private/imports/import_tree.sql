@@ -249,6 +249,16 @@ BEGIN
         -- by the first one stored; the head moves to the import's when the
         -- conversation has none or the import's is later (time, then id).
         v_old_head := convo_private.lock_conversation(v_conv);
+        -- A conversation imported before messages had these ids (version 40
+        -- and earlier: md5 of the conversation and the node key) would take
+        -- the whole tree again beside its own: refused, as it was then.
+        IF EXISTS (SELECT 1 FROM convo.import_origins o
+                    WHERE o.conversation_id = v_conv AND o.message_id = md5(v_conv::text || ':' || o.node_key)::uuid) THEN
+            RAISE EXCEPTION 'source % was imported before for owner % with other content', p_source_key, p_owner_id
+                USING ERRCODE = 'CV009', DETAIL = format('%s; imported before as conversation %s', p_where, v_conv),
+                      HINT = 'It was imported before merges (version 40 and earlier), so it is not merged; '
+                             'import it under another owner to keep both.';
+        END IF;
         SELECT array_agg(s.id IS NULL ORDER BY x.i),
                array_agg(CASE WHEN s.id IS NOT NULL OR x.reason IS NOT NULL OR f.role IS NULL THEN x.reason
                               WHEN x.role = 'user' AND f.role = 'user' THEN 'user_edit'

@@ -85,10 +85,10 @@ func TestImportCLIFixtureChatGPTZip(t *testing.T) {
 	                          WHERE c.owner_id = 'zoe'`)
 	branched := importedID(t, db, "chatgpt", "zoe", "fx-chatgpt-branched")
 	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1 AND head_message_id = $2`,
-		branched, derivedID(branched+":a2"))
+		branched, nodeID(t, db, branched, "a2"))
 	tools := importedID(t, db, "chatgpt", "zoe", "fx-chatgpt-tools")
 	requireCount(t, db, 1, `SELECT count(*) FROM convo.conversations WHERE id = $1 AND head_message_id = $2`,
-		tools, derivedID(tools+":n4b"))
+		tools, nodeID(t, db, tools, "n4b"))
 	requireCount(t, db, 1, `SELECT count(*) FROM convo.imports WHERE owner_id = 'zoe' AND source_key LIKE 'sha:%'`)
 
 	before := fingerprint(t, db)

@@ -61,18 +61,15 @@ func TestImportCLISaysWhatItImported(t *testing.T) {
 		t.Errorf("the database line is not on standard error:\n%s", r.stderr)
 	}
 
-	// A later export of the same chat is refused (CV009), naming its id and,
-	// in the HINT, the way out.
+	// A later export of the same chat is merged into its conversation.
 	later := filepath.Join(t.TempDir(), "later.json")
 	doc := `[{"conversation_id": "fx-chatgpt-tools", "mapping": {"a": {"id": "a", "parent": null, "children": [],
 		"message": {"author": {"role": "user"}, "content": {"content_type": "text", "parts": ["more"]}, "create_time": 1750000000}}}}]`
 	if err := os.WriteFile(later, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	requireCLI(t, nil, 1, []string{"refused later.json[0]: CV009 source fx-chatgpt-tools was imported before for owner yan",
-		"  HINT: The file is a later export of the same chat", "import it under another owner to keep both",
-		"every conversation was refused (1, listed above): nothing was imported"},
-		"import-chatgpt", "-owner", "yan", "-database", url, later)
+	requireCLI(t, nil, 0, []string{summaryLine(1, 0, 0, "yan"), "fx-chatgpt-tools -> " + importedID(t, db, "chatgpt", "yan", "fx-chatgpt-tools") +
+		" (imported, "}, "import-chatgpt", "-owner", "yan", "-database", url, later)
 
 	// -json goes with an import verb only.
 	requireCLI(t, nil, 2, []string{"-json goes with an import verb, not status"}, "status", "-json", "-database", url)

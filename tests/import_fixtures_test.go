@@ -180,7 +180,7 @@ func requireParts(t testing.TB, db *pgxpool.Pool, conv, key, role, want string) 
 	var got, gotRole string
 	var same bool
 	err := db.QueryRow(context.Background(), `SELECT parts::text, role, parts = $3::jsonb FROM convo.messages
-		WHERE conversation_id = $1 AND id = md5($1 || ':' || $2)::uuid`, conv, key, want).Scan(&got, &gotRole, &same)
+		WHERE conversation_id = $1 AND id = (SELECT message_id FROM convo.import_origins WHERE conversation_id = $1 AND node_key = $2)`, conv, key, want).Scan(&got, &gotRole, &same)
 	if err != nil {
 		t.Fatalf("the parts of %s: %v", key, err)
 	}
@@ -207,9 +207,10 @@ func importFixture(t *testing.T, db, web *pgxpool.Pool, owner string, want fixtu
 	requireSlice(t, "messages: key, depth, parent, sibling index, branch reason, role, time", fixtureRows(t, db, conv), want.rows)
 	requireCount(t, db, 0, `SELECT count(*) FROM convo.messages m JOIN convo.import_origins o
 		ON o.conversation_id = m.conversation_id AND o.message_id = m.id
-		WHERE m.conversation_id = $1 AND m.id <> md5($1 || ':' || o.node_key)::uuid`, conv)
+		WHERE m.conversation_id = $1 AND m.id <> ANY (SELECT x.message_id FROM convo.import_origins x
+		                                             WHERE x.conversation_id = $1 AND x.node_key = o.node_key)`, conv)
 	requireEqual(t, "head", queryRow[string](t, db, `SELECT head_message_id::text FROM convo.conversations WHERE id = $1`, conv),
-		derivedID(conv+":"+want.head))
+		nodeID(t, db, conv, want.head))
 	requireSlice(t, "path from the root to the head", queryRowsAs[string](t, db, `
 		SELECT o.node_key || ' ' || p.sibling_index || '/' || p.sibling_count FROM convo.path($1) p
 		  JOIN convo.import_origins o ON o.conversation_id = $1 AND o.message_id = p.message_id ORDER BY p.depth`, conv), want.path)
@@ -310,7 +311,7 @@ func TestImportFixtureChatGPTBranched(t *testing.T) {
 		  FROM convo.alternatives($1, $2) a
 		  JOIN convo.import_origins o ON o.conversation_id = $1 AND o.message_id = a.message_id
 		  JOIN convo.import_origins lo ON lo.conversation_id = $1 AND lo.message_id = a.latest_leaf_id
-		 ORDER BY a.created_at`, conv, derivedID(conv+":u3")), []string{"u2 - true a2r", "u3 user_edit false a3"})
+		 ORDER BY a.created_at`, conv, nodeID(t, db, conv, "u3")), []string{"u2 - true a2r", "u3 user_edit false a3"})
 	doc := fixtureObject(t, chatgptBranched.ref)
 	requireStoredJSON(t, db, "metadata.import.conversation: the export without its mapping", without(doc, "mapping"),
 		`SELECT metadata -> 'import' -> 'conversation' FROM convo.conversations WHERE id = $1`, conv)
@@ -420,7 +421,7 @@ func TestImportFixtureOpenWebUI(t *testing.T) {
 	})
 	requireParts(t, db, quotes, "q-1", "user", `[{"type": "text", "text": "Why can''t I call the weather tool?"}]`)
 	if got := queryRow[string](t, db, `SELECT parts -> 0 ->> 'text' FROM convo.messages WHERE conversation_id = $1
-		AND id = md5($1 || ':q-2')::uuid`, quotes); !strings.HasPrefix(got, `<details type="tool_calls" done="true" id="call_1"`) ||
+		AND id = (SELECT message_id FROM convo.import_origins WHERE conversation_id = $1 AND node_key = 'q-2')`, quotes); !strings.HasPrefix(got, `<details type="tool_calls" done="true" id="call_1"`) ||
 		!strings.HasSuffix(got, "</details>\nIt is sunny in Lisbon.") {
 		t.Errorf("the tool_calls block, kept in the text: %q", got)
 	}
@@ -534,8 +535,8 @@ func requireRefused(t testing.TB, db, web *pgxpool.Pool, session, query string, 
 }
 
 // TestImportFixtureRefusals: every case of the three refusal fixtures
-// (CV011 for what is malformed, naming the node; CV009 for the same source
-// with other content, after the fixture it names), the owner refusals
+// (CV011 for what is malformed, naming the node; a case may name a
+// fixture imported first, "after"), the owner refusals
 // (none, empty, too long, another than the session's, no session owner),
 // and the size caps on fixtures grown here (CV010 naming the node): each
 // refused with its SQLSTATE and nothing written.
@@ -616,9 +617,8 @@ func TestImportFixtureRefusals(t *testing.T) {
 			requireRefused(t, db, web, owner, call(c.format), owner, c.doc, "CV010", c.detail)
 		})
 	}
-	// What is left is the three fixtures the CV009 cases imported first.
 	requireEqual(t, "rows after every refusal", writtenRows(t, db),
-		"conversations 3, messages 21, head log 3, imports 3, origins 21")
+		"conversations 0, messages 0, head log 0, imports 0, origins 0")
 	requireEqual(t, "self_check", failingChecks(t, db), "")
 }
 
@@ -632,7 +632,7 @@ func TestImportFixtureExportRoundTrip(t *testing.T) {
 	exportTools(t, src, dst)
 	conv := mustImport(t, loginAs(t, src, "convo_app"), "owner-1", "chatgpt", encodeJSON(t, fixtureDoc(t, chatgptBranched.ref)))
 	user := queryRow[string](t, src, `SELECT message_id::text FROM convo.path($1) WHERE role = 'user' ORDER BY depth DESC LIMIT 1`, conv)
-	requireEqual(t, "the last user turn on the path", user, derivedID(conv+":u2"))
+	requireEqual(t, "the last user turn on the path", user, nodeID(t, src, conv, "u2"))
 	editMsg(t, src, conv, user, textParts("Buy me 500 credits instead."))
 	appendMsg(t, src, conv, "assistant", effToolUses(effBuy("call_f", "buy", 500)))
 	effSettle(t, src, conv, effForCall(t, src, conv, "call_f").EffectID, "ch_f")

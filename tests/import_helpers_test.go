@@ -128,6 +128,14 @@ func derivedID(text string) string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
+// nodeID is the id of the message imported from the node key in conv (its
+// origin's): an imported message's id is a keyed digest of its content and
+// parent (docs/importing.md, "Ids"), found here by its node.
+func nodeID(t testing.TB, db *pgxpool.Pool, conv, key string) string {
+	t.Helper()
+	return queryRow[string](t, db, `SELECT message_id::text FROM convo.import_origins WHERE conversation_id = $1 AND node_key = $2`, conv, key)
+}
+
 // importedID is the id an import gives the conversation of source in format
 // for owner: the keyed digest (HMAC-SHA256 under the database's secret,
 // convo_private.keyed_digest, read here as a superuser) of the SHA-256 of

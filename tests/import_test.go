@@ -82,7 +82,7 @@ func TestImportSamples(t *testing.T) {
 			want := expectTree(t, src)
 			requireTree(t, storedTree(t, db, conv), want)
 			requireEqual(t, "head id", queryRow[string](t, db, `SELECT head_message_id::text FROM convo.conversations WHERE id = $1`, conv),
-				derivedID(conv+":"+want.Head))
+				nodeID(t, db, conv, want.Head))
 			requireSlice(t, "head log", queryRowsAs[string](t, db,
 				`SELECT reason || ' ' || coalesce(moved_by, '-') FROM convo.head_history($1)`, conv), []string{"import -"})
 			requireEqual(t, "ledger rows, generations and receipts", queryRow[int64](t, db, `
@@ -91,7 +91,7 @@ func TestImportSamples(t *testing.T) {
 			requireEqual(t, "messages without their origin", queryRow[int64](t, db, `
 				SELECT count(*) FROM convo.messages m WHERE m.conversation_id = $1
 				   AND NOT EXISTS (SELECT 1 FROM convo.import_origins o WHERE o.conversation_id = m.conversation_id
-				                     AND o.message_id = m.id AND o.message_id = md5($1 || ':' || o.node_key)::uuid)`, conv), int64(0))
+				                     AND o.message_id = m.id)`, conv), int64(0))
 			requireEqual(t, "parts with keys beyond the contract's", queryRow[int64](t, db, `
 				SELECT count(*) FROM convo.message_parts p WHERE p.conversation_id = $1
 				   AND EXISTS (SELECT 1 FROM jsonb_object_keys(p.body) k
@@ -345,7 +345,8 @@ func TestImportParts(t *testing.T) {
 	}
 	parts := func(conv, key string) string {
 		return queryRow[string](t, db, `SELECT m.role || ' ' || coalesce(m.branch_reason, '-') || ' ' || m.parts::text
-			FROM convo.messages m WHERE m.conversation_id = $1 AND m.id = md5($1 || ':' || $2)::uuid`, conv, key)
+			FROM convo.messages m WHERE m.conversation_id = $1
+			   AND m.id = (SELECT message_id FROM convo.import_origins WHERE conversation_id = $1 AND node_key = $2)`, conv, key)
 	}
 	img := mustImport(t, web, "p1", "chatgpt", encodeJSON(t, byName["chatgpt-exporter-image-generation.json#0"].doc))
 	requireEqual(t, "a tool call", parts(img, "n15"),
@@ -402,7 +403,8 @@ func TestImportParts(t *testing.T) {
 
 // TestImportOwnersAndRepeats: the same conversation imports once per owner
 // (two ids); the two exporter samples, which share the source id
-// "fixture", are CV009 for one owner; convo_app may not import for
+// "fixture", merge into one conversation for one owner, whichever comes
+// first (TestImportOrderDoesNotMatter); convo_app may not import for
 // another owner (CV011) or with no owner set; a superuser may. Nothing is
 // written by a refusal.
 func TestImportOwnersAndRepeats(t *testing.T) {
@@ -423,11 +425,12 @@ func TestImportOwnersAndRepeats(t *testing.T) {
 	requireEqual(t, "alice's messages equal bob's", queryRow[int64](t, db, `SELECT count(*) FROM convo.messages WHERE conversation_id = $1`, a),
 		queryRow[int64](t, db, `SELECT count(*) FROM convo.messages WHERE conversation_id = $1`, b))
 
-	mustImport(t, web, "alice", "chatgpt", byName["chatgpt-exporter-image-generation.json#0"])
+	image := mustImport(t, web, "alice", "chatgpt", byName["chatgpt-exporter-image-generation.json#0"])
+	requireEqual(t, "the same source id with other content", mustImport(t, web, "alice", "chatgpt",
+		byName["chatgpt-exporter-thinking-summaries.json#0"]), image)
+	requireEqual(t, "the two samples' messages (none shared)", queryRow[int64](t, db,
+		`SELECT count(*) FROM convo.messages WHERE conversation_id = $1`, image), int64(14+24))
 	before := fingerprint(t, db)
-	_, err := importAs(web, "alice", "chatgpt", byName["chatgpt-exporter-thinking-summaries.json#0"])
-	requireSQLState(t, err, "CV009")
-	requireFingerprint(t, db, "the same source id with other content", before)
 
 	ow := byName["openwebui-openwebui-importer-chat.json#0"]
 	for _, c := range []struct {
@@ -775,19 +778,20 @@ func TestImportLibreChat(t *testing.T) {
 			}
 			requireEqual(t, "the second owner's id", other, importedID(t, db, "librechat", "lc-2", src.source))
 			requireTree(t, storedTree(t, db, other), storedTree(t, db, conv))
-			// The same source with other content: CV009, nothing written.
+			// The same source with other content that adds no message and
+			// names no later head: the same conversation, nothing written.
 			changed := cloneJSON(t, doc)
 			changed["title"] = "Renamed"
 			before := fingerprint(t, db)
-			_, err := importAs(web, "lc-1", "librechat", encodeJSON(t, changed))
-			requireSQLState(t, err, "CV009")
-			requireFingerprint(t, db, "the same source with other content", before)
+			requireEqual(t, "the same source renamed", mustImport(t, web, "lc-1", "librechat", encodeJSON(t, changed)), conv)
+			requireFingerprint(t, db, "the same source with other content and the same messages", before)
 		})
 	}
 
 	parts := func(conv, key string) string {
 		return queryRow[string](t, db, `SELECT m.role || ' ' || m.parts::text
-			FROM convo.messages m WHERE m.conversation_id = $1 AND m.id = md5($1 || ':' || $2)::uuid`, conv, key)
+			FROM convo.messages m WHERE m.conversation_id = $1
+			   AND m.id = (SELECT message_id FROM convo.import_origins WHERE conversation_id = $1 AND node_key = $2)`, conv, key)
 	}
 	doc := cloneJSON(t, librechatBase(t, "librechat-librechat-flat-branches.json"))
 	list := doc["messages"].([]any)

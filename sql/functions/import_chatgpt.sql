@@ -5,7 +5,8 @@
 -- each source node kept verbatim in import_origins, tool calls as tool_use
 -- and tool_result parts where they pair, no ledger rows. The id is derived
 -- from the owner and the source id, so a repeat of the same import returns
--- it and writes nothing; the same source with other content is CV009.
+-- it and writes nothing; the same source with other content is merged into
+-- it (import_tree: the messages not there yet, in any order the same).
 -- Malformed input is CV011 naming the node, and nothing is written.
 CREATE OR REPLACE FUNCTION convo.import_chatgpt(p_owner_id text, p_conversation jsonb)
 RETURNS uuid

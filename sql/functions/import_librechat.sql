@@ -8,7 +8,7 @@
 -- current-leaf field: head_fallback latest_leaf), each message kept in
 -- import_origins (a recursive export's without its children, which are
 -- messages of their own), the top-level fields in metadata.import. Repeats,
--- CV009, CV011 (naming the message) and caps as import_chatgpt.
+-- merges, CV011 (naming the message) and caps as import_chatgpt.
 CREATE OR REPLACE FUNCTION convo.import_librechat(p_owner_id text, p_conversation jsonb)
 RETURNS uuid
 LANGUAGE plpgsql

@@ -4,7 +4,7 @@
 -- ("The rules"): history.messages by parentId (several roots when the first message
 -- was edited; childrenIds that disagree with parentId are only counted),
 -- history.currentId as the head, each message kept verbatim in
--- import_origins. Repeats, CV009, CV011 and caps as import_chatgpt.
+-- import_origins. Repeats, merges, CV011 and caps as import_chatgpt.
 CREATE OR REPLACE FUNCTION convo.import_openwebui(p_owner_id text, p_chat jsonb)
 RETURNS uuid
 LANGUAGE plpgsql

@@ -10,8 +10,9 @@
 --   numbers: a head-log, change or event seq is there and appears once
 --   (import_conversation renumbers them, keeping their order);
 --   reasons: the head log's are the API's ('direct_update' is never
---   restored; 'create' and 'import' only begin a log, 'import' with an
---   import from another product in the document);
+--   restored; 'create' only begins a log, 'import' begins one with an
+--   import from another product in the document, or is a later merge that
+--   names one of its imports);
 --   keys: an effect's idempotency key is its scope key, the re-run key of
 --   its confirmation, or (sent before digests were keyed) a plain digest of
 --   its scope;
@@ -224,9 +225,15 @@ BEGIN
         (SELECT format('head_log: row seq %s has reason %s, which only the database writes for a change outside the API', l.seq, l.reason)
            FROM l WHERE l.reason = 'direct_update' ORDER BY l.seq LIMIT 1)
         UNION ALL
-        (SELECT format('head_log: row seq %s has reason %s, which only begins a head log', x.seq, x.reason)
-           FROM (SELECT l.seq, l.reason, row_number() OVER (ORDER BY l.seq) AS n FROM l) x
-          WHERE x.reason IN ('create', 'import') AND x.n > 1 ORDER BY x.seq LIMIT 1)
+        -- (A later 'import' is a merge of the same source, which names its
+        -- import: one of the document's records, or the restore that carried
+        -- it.)
+        (SELECT format('head_log: row seq %s has reason %s, which only begins a head log%s', x.seq, x.reason,
+                       CASE WHEN x.reason = 'import' THEN ' or names an import of the export' ELSE '' END)
+           FROM (SELECT l.seq, l.reason, l.import_id, row_number() OVER (ORDER BY l.seq) AS n FROM l) x
+          WHERE x.n > 1 AND (x.reason = 'create'
+                             OR (x.reason = 'import' AND NOT EXISTS (SELECT 1 FROM i WHERE i.id = x.import_id)))
+          ORDER BY x.seq LIMIT 1)
         UNION ALL
         -- A log begun by an import is begun by one of the document's
         -- imports from another product (as an origin is written by one).

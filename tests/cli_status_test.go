@@ -203,7 +203,7 @@ func TestCLIConnectionErrorsSayWhatToDo(t *testing.T) {
 	r := requireCLI(t, nil, 1, nil, "-database", closed, "export", "00000000-0000-0000-0000-000000000000")
 	requireOneError(t, r, fmt.Sprintf("nothing answers at 127.0.0.1:%d", port))
 
-	u, err := url.Parse(serverURL)
+	u, err := url.Parse(adminURL())
 	if err != nil {
 		t.Fatal(err)
 	}

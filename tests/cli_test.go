@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgconvo/pgconvo/internal/localpg"
+	"github.com/pgconvo/pgconvo/internal/pgtest"
 	"github.com/pgconvo/pgconvo/migrator"
 	pgconvosql "github.com/pgconvo/pgconvo/sql"
 )
@@ -327,7 +328,7 @@ func hasLine(out string, want ...string) bool {
 // points at PGCONVO_TEST_DATABASE_URL, not the CLI's DATABASE_URL.
 func TestNoServerMessageNamesTestVariable(t *testing.T) {
 	t.Parallel()
-	got := noServerMessage(fmt.Errorf("finding binaries: %w", localpg.ErrNoBinaries))
+	got := pgtest.NoServerMessage(fmt.Errorf("finding binaries: %w", localpg.ErrNoBinaries))
 	if !strings.Contains(got, "PGCONVO_TEST_DATABASE_URL") || strings.Contains(strings.ReplaceAll(got, "PGCONVO_TEST_DATABASE_URL", ""), "DATABASE_URL") {
 		t.Fatalf("message: %s", got)
 	}

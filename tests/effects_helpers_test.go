@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"testing"
@@ -20,68 +19,6 @@ import (
 // effScopeKeyPattern is the form of a scope key: the scope's name, a
 // colon and a sha256 in hex.
 var effScopeKeyPattern = regexp.MustCompile(`^(tool_call|conversation_args|fork_args):[0-9a-f]{64}$`)
-
-// effPurchaseSchema is the purchase tool's argument schema, as in
-// examples/purchase.sql.
-const effPurchaseSchema = `{"type": "object", "required": ["amount_minor", "currency"], "additionalProperties": false,
-	"properties": {"amount_minor": {"type": "integer", "minimum": 1, "maximum": 100000},
-	               "currency": {"type": "string", "pattern": "^[A-Z]{3}$"}}}`
-
-// effRegisterPurchase registers an effectful purchase tool called name with
-// effPurchaseSchema, the given idempotency scope and deadline, whose
-// amount_minor and currency arguments fill the effect's amount and
-// currency; it returns the version.
-func effRegisterPurchase(t testing.TB, db *pgxpool.Pool, name, scope, deadline string) int32 {
-	t.Helper()
-	return queryRow[int32](t, db, `
-		SELECT convo.register_tool($1, true, $2::jsonb, p_idempotency_scope => $3, p_deadline => $4::interval,
-		                           p_amount_arg => 'amount_minor', p_currency_arg => 'currency')`,
-		name, effPurchaseSchema, scope, deadline)
-}
-
-// effCall is one tool_use part.
-type effCall struct {
-	ID    string
-	Name  string
-	Input any // marshalled to JSON; a string is taken as JSON text as is
-}
-
-// effBuy is a call of tool with {"amount_minor": amount, "currency": "EUR"}.
-func effBuy(id, tool string, amount int) effCall {
-	return effCall{ID: id, Name: tool, Input: map[string]any{"amount_minor": amount, "currency": "EUR"}}
-}
-
-// effToolUses returns the parts of an assistant message made of the given
-// tool_use parts, in order.
-func effToolUses(calls ...effCall) string {
-	parts := make([]map[string]any, len(calls))
-	for i, c := range calls {
-		input := c.Input
-		if s, ok := input.(string); ok {
-			input = json.RawMessage(s)
-		}
-		parts[i] = map[string]any{"type": "tool_use", "id": c.ID, "name": c.Name, "input": input}
-	}
-	b, err := json.Marshal(parts)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
-
-// effToolResults returns the parts of a message that only carries results
-// of the given tool calls.
-func effToolResults(callIDs ...string) string {
-	parts := make([]map[string]any, len(callIDs))
-	for i, id := range callIDs {
-		parts[i] = map[string]any{"type": "tool_result", "tool_use_id": id, "content": map[string]any{"ok": true}}
-	}
-	b, err := json.Marshal(parts)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
 
 // effDecision is one row of convo.effect_for_call; "" and 0 stand for NULL.
 type effDecision struct {
@@ -242,37 +179,6 @@ func requireLedgerUnchanged(t testing.TB, db *pgxpool.Pool, what, before string)
 	if after := effLedger(t, db); after != before {
 		t.Fatalf("%s changed the ledger:\n before\n%s\n after\n%s", what, before, after)
 	}
-}
-
-// effSettle settles a pending effect as applied with external reference ref
-// and HTTP status 200.
-func effSettle(t testing.TB, db *pgxpool.Pool, conv, effect, ref string) {
-	t.Helper()
-	mustExec(t, db, `SELECT convo.settle_effect($1, $2, 'applied', p_external_ref => $3, p_http_status => 200)`, conv, effect, ref)
-}
-
-// effFail settles a pending effect as failed with errorCode.
-func effFail(t testing.TB, db *pgxpool.Pool, conv, effect, errorCode string) {
-	t.Helper()
-	mustExec(t, db, `SELECT convo.settle_effect($1, $2, 'failed', p_error_code => $3)`, conv, effect, errorCode)
-}
-
-// effCompensate compensates an applied effect with the movement by.
-func effCompensate(t testing.TB, db *pgxpool.Pool, conv, effect, by string) {
-	t.Helper()
-	mustExec(t, db, `SELECT convo.compensate_effect($1, $2, $3)`, conv, effect, by)
-}
-
-// effConfirm confirms an effect awaiting confirmation.
-func effConfirm(t testing.TB, db *pgxpool.Pool, conv, effect, by string) {
-	t.Helper()
-	mustExec(t, db, `SELECT convo.confirm_effect($1, $2, $3)`, conv, effect, by)
-}
-
-// effDecline declines an effect awaiting confirmation.
-func effDecline(t testing.TB, db *pgxpool.Pool, conv, effect, by string) {
-	t.Helper()
-	mustExec(t, db, `SELECT convo.decline_effect($1, $2, $3)`, conv, effect, by)
 }
 
 // effOrphan is a row of convo.orphaned_applied_effects.

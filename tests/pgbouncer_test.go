@@ -175,7 +175,7 @@ func docsIni(t *testing.T, host, port string, settings map[string]string) string
 func startBouncer(t *testing.T, db *pgxpool.Pool, users ...string) *bouncer {
 	t.Helper()
 	program := pgbouncerPath(t)
-	server, err := url.Parse(serverURL)
+	server, err := url.Parse(adminURL())
 	if err != nil {
 		t.Fatal(err)
 	}

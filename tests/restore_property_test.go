@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -296,7 +297,7 @@ func rpCanonical(t testing.TB, doc string, restored bool) string {
 				kept = append(kept, row)
 			}
 			if !rpSeqKeys[key] {
-				sort.Slice(kept, func(i, j int) bool { return mJSON(kept[i]) < mJSON(kept[j]) })
+				sort.Slice(kept, func(i, j int) bool { return rpJSON(kept[i]) < rpJSON(kept[j]) })
 			}
 			x[key] = kept
 		}
@@ -339,18 +340,18 @@ func rpDiff(t testing.TB, want, got string) string {
 		a, aok := x[k].([]any)
 		b, bok := y[k].([]any)
 		if !aok || !bok {
-			if mJSON(x[k]) != mJSON(y[k]) {
-				out = append(out, fmt.Sprintf("  %s: want %s\n  %s:  got %s", k, mJSON(x[k]), k, mJSON(y[k])))
+			if rpJSON(x[k]) != rpJSON(y[k]) {
+				out = append(out, fmt.Sprintf("  %s: want %s\n  %s:  got %s", k, rpJSON(x[k]), k, rpJSON(y[k])))
 			}
 			continue
 		}
 		for i := 0; i < len(a) || i < len(b); i++ {
 			var ra, rb string
 			if i < len(a) {
-				ra = mJSON(a[i])
+				ra = rpJSON(a[i])
 			}
 			if i < len(b) {
-				rb = mJSON(b[i])
+				rb = rpJSON(b[i])
 			}
 			if ra != rb {
 				out = append(out, fmt.Sprintf("  %s[%d]: want %s\n  %s[%d]:  got %s", k, i, ra, k, i, rb))
@@ -392,3 +393,12 @@ var (
 	rpNumber = regexp.MustCompile(`\b\d+\b`)
 	rpWant   = regexp.MustCompile(` \(want [^)]*\)`)
 )
+
+// rpJSON is v as JSON text, for comparing and sorting rows.
+func rpJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

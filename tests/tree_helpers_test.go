@@ -2,9 +2,6 @@ package tests
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,73 +19,6 @@ import (
 //
 // Ids travel as text (uuid::text on the way out, a Go string on the way
 // in); "" stands for a NULL id.
-
-// newID returns a random version-4 UUID, for client-supplied ids.
-func newID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand does not fail on Linux.
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
-}
-
-// textParts returns the parts of a message made of one text part.
-func textParts(text string) string {
-	b, err := json.Marshal([]map[string]string{{"type": "text", "text": text}})
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
-
-// nullable turns "" into a NULL argument.
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-// createConversation calls convo.create_conversation; systemPrompt "" means
-// no system prompt (NULL).
-func createConversation(t testing.TB, db *pgxpool.Pool, owner, systemPrompt string) string {
-	t.Helper()
-	return queryRow[string](t, db, `SELECT convo.create_conversation($1, $2)::text`, owner, nullable(systemPrompt))
-}
-
-// appendMsg appends a message under the head and returns its id.
-func appendMsg(t testing.TB, db *pgxpool.Pool, conv, role, parts string) string {
-	t.Helper()
-	return queryRow[string](t, db, `SELECT convo.append_message($1, $2, $3)::text`, conv, role, parts)
-}
-
-// editMsg calls edit_and_resend on a user message and returns the new id.
-func editMsg(t testing.TB, db *pgxpool.Pool, conv, msg, parts string) string {
-	t.Helper()
-	return queryRow[string](t, db, `SELECT convo.edit_and_resend($1, $2, $3)::text`, conv, msg, parts)
-}
-
-// regenerateMsg calls regenerate on an assistant message and returns the new id.
-func regenerateMsg(t testing.TB, db *pgxpool.Pool, conv, msg, parts string) string {
-	t.Helper()
-	return queryRow[string](t, db, `SELECT convo.regenerate($1, $2, $3)::text`, conv, msg, parts)
-}
-
-// moveHead calls move_head with the default reason.
-func moveHead(t testing.TB, db *pgxpool.Pool, conv, msg string) {
-	t.Helper()
-	mustExec(t, db, `SELECT convo.move_head($1, $2)`, conv, msg)
-}
-
-// headOf returns the conversation's head, "" when it has none.
-func headOf(t testing.TB, db *pgxpool.Pool, conv string) string {
-	t.Helper()
-	return queryRow[string](t, db,
-		`SELECT coalesce(head_message_id::text, '') FROM convo.conversations WHERE id = $1`, conv)
-}
 
 // dbNow returns the database's clock_timestamp(), read in a transaction of its own.
 func dbNow(t testing.TB, db *pgxpool.Pool) time.Time {
@@ -171,38 +101,6 @@ func withoutCounts(rows []pathRow) []pathRow {
 	return out
 }
 
-// headMove is one row of convo.head_history; "" stands for NULL.
-type headMove struct {
-	Seq            int64
-	HeadMessageID  string
-	PreviousHeadID string
-	MovedAt        time.Time
-	MovedBy        string
-	Reason         string
-}
-
-// readHeadHistory returns convo.head_history(conv), oldest first.
-func readHeadHistory(t testing.TB, db *pgxpool.Pool, conv string) []headMove {
-	t.Helper()
-	rows, err := db.Query(context.Background(), `
-		SELECT seq, head_message_id::text, coalesce(previous_head_id::text, ''), moved_at,
-		       coalesce(moved_by, ''), reason
-		  FROM convo.head_history($1)`, conv)
-	if err != nil {
-		t.Fatalf("head_history: %v", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (headMove, error) {
-		var m headMove
-		err := r.Scan(&m.Seq, &m.HeadMessageID, &m.PreviousHeadID, &m.MovedAt, &m.MovedBy, &m.Reason)
-		m.MovedAt = m.MovedAt.UTC()
-		return m, err
-	})
-	if err != nil {
-		t.Fatalf("reading head_history: %v", err)
-	}
-	return out
-}
-
 // reasons returns the reasons of head moves, oldest first.
 func reasons(moves []headMove) []string {
 	out := make([]string, len(moves))
@@ -210,22 +108,6 @@ func reasons(moves []headMove) []string {
 		out[i] = m.Reason
 	}
 	return out
-}
-
-// requireHeadChain fails unless every move's previous_head_id is the head
-// of the move before it (the first move's is NULL).
-func requireHeadChain(t testing.TB, moves []headMove) {
-	t.Helper()
-	prev, prevSeq := "", int64(0)
-	for i, m := range moves {
-		if m.PreviousHeadID != prev {
-			t.Fatalf("head_history[%d] (seq %d): previous_head_id %q, want %q (the head before it)", i, m.Seq, m.PreviousHeadID, prev)
-		}
-		if i > 0 && m.Seq <= prevSeq {
-			t.Fatalf("head_history[%d]: seq %d does not follow %d", i, m.Seq, prevSeq)
-		}
-		prev, prevSeq = m.HeadMessageID, m.Seq
-	}
 }
 
 // alternative is one row of convo.alternatives.
@@ -370,23 +252,6 @@ func pgError(t testing.TB, err error) *pgconn.PgError {
 		t.Fatalf("want a PostgreSQL error, got %v", err)
 	}
 	return pgErr
-}
-
-// sqlState returns err's SQLSTATE, or "" when err is not a PostgreSQL error.
-func sqlState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
-
-// requireEqual fails unless got equals want, printing both.
-func requireEqual[T comparable](t testing.TB, what string, got, want T) {
-	t.Helper()
-	if got != want {
-		t.Fatalf("%s: got %v, want %v", what, got, want)
-	}
 }
 
 // requireSlice fails unless got and want have the same elements in order.

@@ -2,9 +2,6 @@ package tests
 
 import (
 	"context"
-	"fmt"
-	"net/url"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -14,49 +11,6 @@ import (
 // Helpers for the trust tests (trust_test.go): login roles that are members
 // of the contract's roles, transactions that set the owner, a fingerprint of
 // every table, and a tenant with one of everything an owner can have.
-
-// loginAs creates a LOGIN role that is a member of each of roles (none: a
-// role with nothing but PUBLIC's rights) and returns a pool on db's database
-// connected as it, the way a deployment connects (GRANT convo_app TO web).
-// The role is dropped when the test ends.
-func loginAs(t testing.TB, db *pgxpool.Pool, roles ...string) *pgxpool.Pool {
-	t.Helper()
-	name := "login_" + strings.ReplaceAll(newID()[:13], "-", "")
-	password := newID()
-	stmt := fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'`, pgx.Identifier{name}.Sanitize(), password)
-	if len(roles) > 0 {
-		stmt += " IN ROLE " + strings.Join(roles, ", ")
-	}
-	mustExec(t, db, stmt)
-	u, err := url.Parse(db.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(name, password)
-	pool := newPool(t, u.String(), pgx.QueryExecModeCacheStatement)
-	t.Cleanup(func() {
-		pool.Close() // before the role goes: cleanups run last in, first out
-		if _, err := db.Exec(context.Background(), `DROP ROLE `+pgx.Identifier{name}.Sanitize()); err != nil {
-			t.Errorf("dropping role %s: %v", name, err)
-		}
-	})
-	return pool
-}
-
-// inOwnerTx runs fn in a transaction that first sets convo.owner_id with
-// SET LOCAL, as an application does (owner "" sets nothing); the
-// transaction commits only if fn succeeds.
-func inOwnerTx(db *pgxpool.Pool, owner string, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	ctx := context.Background()
-	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if owner != "" {
-			if _, err := tx.Exec(ctx, `SELECT set_config('convo.owner_id', $1, true)`, owner); err != nil {
-				return err
-			}
-		}
-		return fn(ctx, tx)
-	})
-}
 
 // asOwner runs sql, reading every row, in a transaction that sets the owner
 // first (inOwnerTx), and returns its error.
@@ -123,20 +77,6 @@ func requireFingerprint(t testing.TB, db *pgxpool.Pool, what string, before map[
 			t.Errorf("%s changed %s (rows:digest %s, now %s)", what, table, b, after[table])
 		}
 	}
-}
-
-// queryRowsAs runs query, which returns one column, and returns the values.
-func queryRowsAs[T any](t testing.TB, db *pgxpool.Pool, query string, args ...any) []T {
-	t.Helper()
-	rows, err := db.Query(context.Background(), query, args...)
-	if err != nil {
-		t.Fatalf("query %s: %v", query, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[T])
-	if err != nil {
-		t.Fatalf("query %s: %v", query, err)
-	}
-	return out
 }
 
 // tenant is one owner's data, one of everything: a conversation whose first

@@ -783,14 +783,6 @@ func TestSelfCheckFindsEachBreak(t *testing.T) {
 	}
 }
 
-// failingChecks returns "check: detail" for each failing row of self_check,
-// one a line.
-func failingChecks(t testing.TB, db *pgxpool.Pool) string {
-	t.Helper()
-	return strings.Join(queryRowsAs[string](t, db,
-		`SELECT check_name || ': ' || detail FROM convo.self_check() WHERE NOT ok ORDER BY check_name`), "\n")
-}
-
 // TestVerify: migrator.Verify (what `migrate verify` prints) passes on a
 // sound database and, once a check is broken, returns every row and an
 // error naming the failing check.

@@ -6,12 +6,13 @@
 //	go run ./cmd/bench                 # the default: 2,000 conversations of depth 200, fsync on
 //	go run ./cmd/bench -fsync=false    # commits that do not wait for the disk
 //	go run ./cmd/bench -scale 0.25     # a quarter of the conversations
-//	go run ./cmd/bench -load 60s       # only the long load and crash runs
+//	go run ./cmd/bench -load 100000    # only the long load and crash runs, by acknowledged calls
 //	go run ./cmd/bench -import 10000   # only the import of a generated 10,000-conversation export
 //
 // The load and crash runs are the tests TestLoad and TestCrashRecovery
-// (tests/load_test.go), which go test runs for a few seconds each; -load runs
-// them for the given time each, through go test, so the checks that follow
+// (tests/stress/load_test.go), which go test runs to 2,000 and 500
+// acknowledged calls; -load N runs them to N acknowledged calls (the crash
+// run to N/4, with a crash every 500 of them), through go test, so the checks that follow
 // the load (every acknowledged call present once, linear chains, heads equal
 // to their last log rows, self_check clean) are the same code. -import N
 // runs TestImportCLIThroughput the same way: migrate import-chatgpt on a
@@ -70,7 +71,7 @@ func run(args []string) error {
 	fs.Float64Var(&cfg.LargeScale, "large", cfg.LargeScale, "multiply the N of the large-input cases")
 	keep := fs.Bool("keep", false, "keep the server running after the run, until interrupted, to look at the data")
 	out := fs.String("out", "bench-results.md", "write the Markdown report here; the SVG chart goes beside it, as .svg")
-	load := fs.Duration("load", 0, "instead of the benchmark, run the load test and the crash test for this long each (60s or more for the runs BENCHMARKS.md reports)")
+	load := fs.Int("load", 0, "instead of the benchmark, run the load test to this many acknowledged calls and the crash test to a quarter as many (100000 for about a minute of load)")
 	imports := fs.Int("import", 0, "instead of the benchmark, time migrate import-chatgpt on a generated export of this many conversations")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -133,19 +134,17 @@ func run(args []string) error {
 	return nil
 }
 
-// runLoad runs TestLoad, then TestCrashRecovery, for d each, one after the
-// other (each has the machine to itself), printing their logs (throughput
-// per 10-second window, crashes, the checks) as they go.
-func runLoad(d time.Duration) error {
-	if d < time.Second {
-		return fmt.Errorf("-load %s: want at least 1s", d)
-	}
+// runLoad runs TestLoad to n acknowledged calls, then TestCrashRecovery to
+// n/4 with one crash for every 500 of them, one after the other (each has
+// the machine to itself), printing their logs (throughput per 10-second
+// window, crashes, the checks) as they go.
+func runLoad(n int) error {
+	crashes := max(3, n/4/500)
 	for _, test := range []string{"TestLoad", "TestCrashRecovery"} {
-		cmd := exec.Command("go", "test", "./tests", "-count=1", "-v", "-timeout", (2*d + 10*time.Minute).String(),
-			"-run", "^"+test+"$")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("PGCONVO_LOAD_SECONDS=%d", int(d.Seconds())))
+		cmd := exec.Command("go", "test", "./tests/stress", "-count=1", "-v", "-timeout", "60m", "-run", "^"+test+"$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("PGCONVO_LOAD_CALLS=%d", n), fmt.Sprintf("PGCONVO_CRASHES=%d", crashes))
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		fmt.Printf("running %s with PGCONVO_LOAD_SECONDS=%d\n", strings.Join(cmd.Args, " "), int(d.Seconds()))
+		fmt.Printf("running %s with PGCONVO_LOAD_CALLS=%d PGCONVO_CRASHES=%d\n", strings.Join(cmd.Args, " "), n, crashes)
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("%s: %w", test, err)
 		}

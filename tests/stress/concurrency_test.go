@@ -1,4 +1,4 @@
-package tests
+package stress
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgconvo/pgconvo/internal/pgtest"
 )
 
 // TestConcurrentAppends: 8 goroutines append 25 messages each to one
@@ -25,10 +27,10 @@ func TestConcurrentAppends(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			pool := widePool(t, newDB(t), workers+1)
+			pool := widePool(t, pgtest.NewDB(t), workers+1)
 			ctx := context.Background()
-			conv := createConversation(t, pool, "owner-1", "You are terse.")
-			root := headOf(t, pool, conv)
+			conv := pgtest.CreateConversation(t, pool, "owner-1", "You are terse.")
+			root := pgtest.HeadOf(t, pool, conv)
 
 			type appended struct{ id, expected, worker string }
 			var (
@@ -53,8 +55,8 @@ func TestConcurrentAppends(t *testing.T) {
 						}
 						var id string
 						err := pool.QueryRow(ctx, `SELECT convo.append_message($1, 'user', $2, p_expected_head => $3, p_moved_by => $4)::text`,
-							conv, textParts(fmt.Sprintf("%s message %d", worker, i)), expected, worker).Scan(&id)
-						if withExpected && sqlState(err) == "CV001" {
+							conv, pgtest.TextParts(fmt.Sprintf("%s message %d", worker, i)), expected, worker).Scan(&id)
+						if withExpected && pgtest.SQLState(err) == "CV001" {
 							mu.Lock()
 							refused++
 							mu.Unlock()
@@ -87,12 +89,12 @@ func TestConcurrentAppends(t *testing.T) {
 			t.Logf("%d appends, %d refused with CV001", len(done), refused)
 
 			n := int64(len(done))
-			requireEqual(t, "successful appends", n, int64(workers*perWorker))
+			pgtest.RequireEqual(t, "successful appends", n, int64(workers*perWorker))
 			// Every CV001 left nothing behind: only the successes (and the root) are stored.
-			requireCount(t, pool, n+1, `SELECT count(*) FROM convo.messages WHERE conversation_id = $1`, conv)
-			requireCount(t, pool, n+1, `SELECT count(*) FROM convo.message_parts WHERE conversation_id = $1`, conv)
+			pgtest.RequireCount(t, pool, n+1, `SELECT count(*) FROM convo.messages WHERE conversation_id = $1`, conv)
+			pgtest.RequireCount(t, pool, n+1, `SELECT count(*) FROM convo.message_parts WHERE conversation_id = $1`, conv)
 			// One head-log row per move, plus the create row.
-			requireCount(t, pool, n+1, `SELECT count(*) FROM convo.conversation_head_log WHERE conversation_id = $1`, conv)
+			pgtest.RequireCount(t, pool, n+1, `SELECT count(*) FROM convo.conversation_head_log WHERE conversation_id = $1`, conv)
 
 			// The chain is linear: depth 0..n, each message the child of the one before, no message with two children.
 			rows, err := pool.Query(ctx, `SELECT id::text, coalesce(parent_id::text, ''), depth FROM convo.messages
@@ -115,24 +117,24 @@ func TestConcurrentAppends(t *testing.T) {
 				if depth > 0 {
 					want = byDepth[depth-1]
 				}
-				requireEqual(t, fmt.Sprintf("parent of the message at depth %d", depth), parent, want)
+				pgtest.RequireEqual(t, fmt.Sprintf("parent of the message at depth %d", depth), parent, want)
 				byDepth, depthOf[id] = append(byDepth, id), depth
 			}
 			if err := rows.Err(); err != nil {
 				t.Fatal(err)
 			}
-			requireEqual(t, "root", byDepth[0], root)
-			requireCount(t, pool, 0, `SELECT count(*) FROM (SELECT parent_id FROM convo.messages WHERE conversation_id = $1
+			pgtest.RequireEqual(t, "root", byDepth[0], root)
+			pgtest.RequireCount(t, pool, 0, `SELECT count(*) FROM (SELECT parent_id FROM convo.messages WHERE conversation_id = $1
 				GROUP BY parent_id HAVING count(*) > 1) forks`, conv)
-			head := headOf(t, pool, conv)
-			requireEqual(t, "head", head, byDepth[len(byDepth)-1])
+			head := pgtest.HeadOf(t, pool, conv)
+			pgtest.RequireEqual(t, "head", head, byDepth[len(byDepth)-1])
 
 			// The head log follows the chain: move i names the message at depth i,
 			// previous_head_id links each move to the one before, the last names the head.
-			moves := readHeadHistory(t, pool, conv)
-			requireHeadChain(t, moves)
-			requireEqual(t, "last head-log row", moves[len(moves)-1].HeadMessageID, head)
-			requireEqual(t, "last head-log row by seq", queryRow[string](t, pool, `
+			moves := pgtest.ReadHeadHistory(t, pool, conv)
+			pgtest.RequireHeadChain(t, moves)
+			pgtest.RequireEqual(t, "last head-log row", moves[len(moves)-1].HeadMessageID, head)
+			pgtest.RequireEqual(t, "last head-log row by seq", pgtest.QueryRow[string](t, pool, `
 				SELECT head_message_id::text FROM convo.conversation_head_log WHERE conversation_id = $1
 				 ORDER BY seq DESC LIMIT 1`, conv), head)
 			workerOf := map[string]string{}
@@ -140,13 +142,13 @@ func TestConcurrentAppends(t *testing.T) {
 				workerOf[a.id] = a.worker
 				if withExpected {
 					// A compare-and-set append lands exactly under the head it expected.
-					requireEqual(t, "parent of "+a.id, byDepth[depthOf[a.id]-1], a.expected)
+					pgtest.RequireEqual(t, "parent of "+a.id, byDepth[depthOf[a.id]-1], a.expected)
 				}
 			}
 			for i, mv := range moves {
-				requireEqual(t, fmt.Sprintf("head-log row %d", i), mv.HeadMessageID, byDepth[i])
+				pgtest.RequireEqual(t, fmt.Sprintf("head-log row %d", i), mv.HeadMessageID, byDepth[i])
 				if i > 0 {
-					requireEqual(t, fmt.Sprintf("reason and mover of head-log row %d", i),
+					pgtest.RequireEqual(t, fmt.Sprintf("reason and mover of head-log row %d", i),
 						[2]string{mv.Reason, mv.MovedBy}, [2]string{"append", workerOf[mv.HeadMessageID]})
 				}
 			}
@@ -155,7 +157,7 @@ func TestConcurrentAppends(t *testing.T) {
 }
 
 // widePool opens a second pool on db's database with room for n
-// connections (newDB's pool has 4), so that n goroutines really run at once.
+// connections (pgtest.NewDB's pool has 4), so that n goroutines really run at once.
 func widePool(t testing.TB, db *pgxpool.Pool, n int32) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(db.Config().ConnString())

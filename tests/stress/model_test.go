@@ -1,4 +1,4 @@
-package tests
+package stress
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgconvo/pgconvo/internal/pgtest"
 )
 
 // TestModel is a model-based test: random sequences of
@@ -81,7 +83,7 @@ func TestModel(t *testing.T) {
 	}
 	t.Logf("TestModel seed %d, %d operations, %d workers, strict probes %v (replay: PGCONVO_MODEL_SEED=%d PGCONVO_MODEL_OPS=%d go test ./tests -run TestModel)",
 		s.seed, s.ops, s.workers, strict, s.seed, s.ops)
-	db := newDB(t)
+	db := pgtest.NewDB(t)
 	modelRegisterTools(t, db)
 	start := time.Now()
 
@@ -96,7 +98,7 @@ func TestModel(t *testing.T) {
 		w := &mWorker{
 			s: s, idx: i, ops: ops, ctx: context.Background(),
 			rng:       rand.New(rand.NewPCG(s.seed, uint64(i)+1)),
-			db:        newPool(t, db.Config().ConnString(), pgx.QueryExecModeCacheStatement),
+			db:        pgtest.NewPool(t, db.Config().ConnString(), pgx.QueryExecModeCacheStatement),
 			stats:     map[string]int{},
 			effectIDs: map[string]*mEffect{},
 			keys:      map[string]*mEffect{},
@@ -244,7 +246,7 @@ func readModelSettings(t *testing.T) modelSettings {
 }
 
 // The tools of the model: one effectful tool per idempotency scope, all
-// with effPurchaseSchema (amount_minor 1 to 100000, a currency of three
+// with pgtest.EffPurchaseSchema (amount_minor 1 to 100000, a currency of three
 // capitals, nothing else) and a deadline of an hour; one tool without
 // effects; and one name that is never registered.
 const (
@@ -260,9 +262,9 @@ var mToolScope = map[string]string{mToolCall: "tool_call", mToolConv: "conversat
 func modelRegisterTools(t *testing.T, db *pgxpool.Pool) {
 	t.Helper()
 	for _, name := range []string{mToolCall, mToolConv, mToolFork} {
-		effRegisterPurchase(t, db, name, mToolScope[name], "1 hour")
+		pgtest.EffRegisterPurchase(t, db, name, mToolScope[name], "1 hour")
 	}
-	mustExec(t, db, `SELECT convo.register_tool($1, false, '{"type": "object"}')`, mToolLookup)
+	pgtest.MustExec(t, db, `SELECT convo.register_tool($1, false, '{"type": "object"}')`, mToolLookup)
 }
 
 // ---------------------------------------------------------------------------
@@ -746,7 +748,7 @@ func (w *mWorker) addMsg(c *mConv, id string, parent *mMsg, role string, parts [
 	return m
 }
 
-// moveHead moves the model's head; moving it where it is writes nothing.
+// pgtest.MoveHead moves the model's head; moving it where it is writes nothing.
 func (c *mConv) moveHead(to *mMsg, reason, movedBy string) {
 	if to == c.head {
 		return
@@ -944,7 +946,7 @@ func (c *mConv) erase() {
 // sqlErr compares an error with the SQLSTATE the model expects ("" for
 // success).
 func sqlErr(err error, want string) error {
-	got := sqlState(err)
+	got := pgtest.SQLState(err)
 	switch {
 	case want == "" && err != nil:
 		return fmt.Errorf("the model expects success, the database answered: %v", err)
@@ -987,7 +989,7 @@ func (w *mWorker) newConversation() error {
 		c.prompt = "You are the model test's assistant " + c.marker
 	}
 	w.desc = fmt.Sprintf("create_conversation(%s, prompt %q, %s)", c.owner, c.prompt, c.id)
-	id, err := w.queryText("", `SELECT convo.create_conversation($1, $2, $3::jsonb, $4)::text`, c.owner, nullable(c.prompt), c.metadata, c.id)
+	id, err := w.queryText("", `SELECT convo.create_conversation($1, $2, $3::jsonb, $4)::text`, c.owner, pgtest.Nullable(c.prompt), c.metadata, c.id)
 	if err != nil {
 		return err
 	}
@@ -1059,7 +1061,7 @@ func (w *mWorker) appendMsg(c *mConv, role string, parts []mPart, mk string) err
 	}
 	w.desc = fmt.Sprintf("append_message(%s, %s, expected head %q, id %q, moved_by %q)", role, js, expected, clientID, movedBy)
 	id, err := w.queryText("", `SELECT convo.append_message($1, $2, $3::jsonb, p_expected_head => $4, p_message_id => $5, p_moved_by => $6)::text`,
-		c.id, role, js, nullable(expected), nullable(clientID), nullable(movedBy))
+		c.id, role, js, pgtest.Nullable(expected), pgtest.Nullable(clientID), pgtest.Nullable(movedBy))
 	if err != nil {
 		return err
 	}
@@ -1146,7 +1148,7 @@ func (w *mWorker) sibling(c *mConv, orig *mMsg, fn, reason string, parts []mPart
 	}
 	w.desc = fmt.Sprintf("%s(%s, %s, expected head %q, new id %q, moved_by %q)", fn, orig.id, js, expected, clientID, movedBy)
 	id, err := w.queryText("", `SELECT convo.`+fn+`($1, $2, $3::jsonb, p_expected_head => $4, p_new_message_id => $5, p_moved_by => $6)::text`,
-		c.id, orig.id, js, nullable(expected), nullable(clientID), nullable(movedBy))
+		c.id, orig.id, js, pgtest.Nullable(expected), pgtest.Nullable(clientID), pgtest.Nullable(movedBy))
 	if err != nil {
 		return err
 	}
@@ -1199,10 +1201,10 @@ func (w *mWorker) opMoveHead(c *mConv) error {
 	w.desc = fmt.Sprintf("move_head(%s, reason %q, expected head %q, moved_by %q)", to.id, reason, expected, movedBy)
 	var err error
 	if reason == "" {
-		err = w.exec("", `SELECT convo.move_head($1, $2, p_expected_head => $3, p_moved_by => $4)`, c.id, to.id, nullable(expected), nullable(movedBy))
+		err = w.exec("", `SELECT convo.move_head($1, $2, p_expected_head => $3, p_moved_by => $4)`, c.id, to.id, pgtest.Nullable(expected), pgtest.Nullable(movedBy))
 		reason = "switch"
 	} else {
-		err = w.exec("", `SELECT convo.move_head($1, $2, $3, $4, $5)`, c.id, to.id, reason, nullable(expected), nullable(movedBy))
+		err = w.exec("", `SELECT convo.move_head($1, $2, $3, $4, $5)`, c.id, to.id, reason, pgtest.Nullable(expected), pgtest.Nullable(movedBy))
 		w.count("move:custom_reason")
 	}
 	if err != nil {
@@ -1237,7 +1239,7 @@ func (w *mWorker) opBegin(c *mConv) error {
 	}
 	w.desc = fmt.Sprintf("begin_generation(prompt %s, %s, %s, id %q)", prompt.id, g.model, g.params, clientID)
 	id, err := w.queryText("", `SELECT convo.begin_generation($1, $2, $3, $4::jsonb, p_generation_id => $5)::text`,
-		c.id, prompt.id, g.model, g.params, nullable(clientID))
+		c.id, prompt.id, g.model, g.params, pgtest.Nullable(clientID))
 	if err != nil {
 		return err
 	}
@@ -1821,11 +1823,11 @@ func (w *mWorker) opRetry(c *mConv) error {
 	switch m.madeBy {
 	case "append":
 		id, err = w.queryText(want, `SELECT convo.append_message($1, $2, $3::jsonb, p_expected_head => $4, p_message_id => $5)::text`,
-			c.id, m.role, js, nullable(expected), m.id)
+			c.id, m.role, js, pgtest.Nullable(expected), m.id)
 	case "edit", "regenerate":
 		fn := map[string]string{"edit": "edit_and_resend", "regenerate": "regenerate"}[m.madeBy]
 		id, err = w.queryText(want, `SELECT convo.`+fn+`($1, $2, $3::jsonb, p_expected_head => $4, p_new_message_id => $5)::text`,
-			c.id, m.original.id, js, nullable(expected), m.id)
+			c.id, m.original.id, js, pgtest.Nullable(expected), m.id)
 	}
 	if err != nil {
 		return err
@@ -2011,7 +2013,7 @@ func (w *mWorker) opCreateRetry(c *mConv) error {
 		metadata, want = `{"model_test": "other"}`, "CV009"
 	}
 	w.desc = fmt.Sprintf("create_conversation retry (%s, %q, %s, %s)", c.owner, c.prompt, metadata, c.id)
-	id, err := w.queryText(want, `SELECT convo.create_conversation($1, $2, $3::jsonb, $4)::text`, c.owner, nullable(c.prompt), metadata, c.id)
+	id, err := w.queryText(want, `SELECT convo.create_conversation($1, $2, $3::jsonb, $4)::text`, c.owner, pgtest.Nullable(c.prompt), metadata, c.id)
 	if err != nil {
 		return err
 	}

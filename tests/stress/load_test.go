@@ -1,4 +1,4 @@
-package tests
+package stress
 
 import (
 	"context"
@@ -16,26 +16,57 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgconvo/pgconvo/internal/localpg"
+	"github.com/pgconvo/pgconvo/internal/pgtest"
 	"github.com/pgconvo/pgconvo/migrator"
 )
 
 // Load and faults: clients hammer shared conversations
 // with every kind of write, each logging outside the database what the
 // database acknowledged; afterwards every acknowledged call must be there,
-// once. PGCONVO_LOAD_SECONDS sets how long each runs (default: a short run
-// for go test; the benchmark command runs the long one).
+// once. Each run is sized by counts, never by what fits in a time window
+// (a slower machine only takes longer): $PGCONVO_LOAD_CALLS acknowledged
+// calls, and for the crash run $PGCONVO_CRASHES crashes. loadBound is the
+// generous time a run may take before it fails saying what it reached.
 
-// loadSeconds is how long a load runs: $PGCONVO_LOAD_SECONDS, else def.
-func loadSeconds(t testing.TB, def int) time.Duration {
+// loadBound bounds the time of a run of calls acknowledged calls and
+// crashes crashes: five minutes, plus 10 ms a call (a rate a tenth of what
+// a loaded 2-core machine reaches) and 10 s a crash. A run that reaches it
+// fails, naming how far it got.
+func loadBound(calls, crashes int) time.Duration {
+	return 5*time.Minute + time.Duration(calls)*10*time.Millisecond + time.Duration(crashes)*10*time.Second
+}
+
+// envCount is $name as a positive number, else def.
+func envCount(t testing.TB, name string, def int) int {
 	t.Helper()
-	if v := os.Getenv("PGCONVO_LOAD_SECONDS"); v != "" {
+	if v := os.Getenv(name); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			t.Fatalf("PGCONVO_LOAD_SECONDS %q: want a positive number of seconds", v)
+			t.Fatalf("%s %q: want a positive number", name, v)
 		}
-		return time.Duration(n) * time.Second
+		return n
 	}
-	return time.Duration(def) * time.Second
+	return def
+}
+
+// acked returns how many calls the load acknowledged so far.
+func (r *loadRun) acked() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.acks)
+}
+
+// waitAcked waits until the load acknowledged at least n calls, or until
+// ctx (the run's bound) ends, and reports whether it got there.
+func (r *loadRun) waitAcked(ctx context.Context, n int) bool {
+	for r.acked() < n {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 // loadAck is one acknowledged call: the token it passed as p_moved_by (every
@@ -79,12 +110,12 @@ func (r *loadRun) knownMessage(rng *rand.Rand, conv string) string {
 // setupLoad registers the tools and creates n conversations through db.
 func setupLoad(t testing.TB, db *pgxpool.Pool, n int) *loadRun {
 	t.Helper()
-	mustExec(t, db, `SELECT convo.register_tool('buy', true, '{"type": "object"}', 'tool_call', '1 second')`)
+	pgtest.MustExec(t, db, `SELECT convo.register_tool('buy', true, '{"type": "object"}', 'tool_call', '1 second')`)
 	r := &loadRun{msgs: map[string][]string{}, ops: map[string]int{}}
 	for i := 0; i < n; i++ {
-		conv := createConversation(t, db, "load-owner", "You are under load.")
+		conv := pgtest.CreateConversation(t, db, "load-owner", "You are under load.")
 		r.convs = append(r.convs, conv)
-		r.msgs[conv] = []string{headOf(t, db, conv)}
+		r.msgs[conv] = []string{pgtest.HeadOf(t, db, conv)}
 	}
 	return r
 }
@@ -112,16 +143,16 @@ func loadClient(ctx context.Context, id int, r *loadRun, connect func() *pgxpool
 		switch k := rng.IntN(10); {
 		case k < 4:
 			op, sql = "append", `SELECT convo.append_message($1, $2, $3, p_expected_head => $4, p_moved_by => $5)::text`
-			args = []any{conv, []string{"user", "assistant"}[rng.IntN(2)], textParts("step " + token), head, token}
+			args = []any{conv, []string{"user", "assistant"}[rng.IntN(2)], pgtest.TextParts("step " + token), head, token}
 		case k < 5:
 			op, sql = "tool_call", `SELECT convo.append_message($1, 'assistant', $2, p_expected_head => $3, p_moved_by => $4)::text`
-			args = []any{conv, effToolUses(effBuy("toolu_"+token, "buy", 100+step)), head, token}
+			args = []any{conv, pgtest.EffToolUses(pgtest.EffBuy("toolu_"+token, "buy", 100+step)), head, token}
 		case k < 7:
 			op, sql = "edit", `SELECT convo.edit_and_resend($1, $2, $3, p_expected_head => $4, p_moved_by => $5)::text`
-			args = []any{conv, target, textParts("edited " + token), head, token}
+			args = []any{conv, target, pgtest.TextParts("edited " + token), head, token}
 		case k < 8:
 			op, sql = "regenerate", `SELECT convo.regenerate($1, $2, $3, p_expected_head => $4, p_moved_by => $5)::text`
-			args = []any{conv, target, textParts("again " + token), head, token}
+			args = []any{conv, target, pgtest.TextParts("again " + token), head, token}
 		default:
 			op, sql = "switch", `SELECT convo.move_head($1, $2, 'switch', $3, $4)::text`
 			if head == nil || target == *head {
@@ -130,7 +161,7 @@ func loadClient(ctx context.Context, id int, r *loadRun, connect func() *pgxpool
 			args = []any{conv, target, head, token}
 		}
 		var got string
-		err := inOwnerTx(db, "load-owner", func(ctx context.Context, tx pgx.Tx) error {
+		err := pgtest.InOwnerTx(db, "load-owner", func(ctx context.Context, tx pgx.Tx) error {
 			if err := tx.QueryRow(ctx, sql, args...).Scan(&got); err != nil {
 				return err
 			}
@@ -205,29 +236,34 @@ func checkLoad(t testing.TB, db *pgxpool.Pool, r *loadRun) {
 			t.Errorf("acknowledged %+v, logged %v", a, rs)
 		}
 	}
-	requireEqual(t, "head-log rows that do not start where the one before ended", queryRow[int64](t, db, `
+	pgtest.RequireEqual(t, "head-log rows that do not start where the one before ended", pgtest.QueryRow[int64](t, db, `
 		SELECT count(*) FROM (SELECT previous_head_id, lag(head_message_id) OVER (PARTITION BY conversation_id ORDER BY seq) AS prev
 		                        FROM convo.conversation_head_log) l
 		 WHERE l.previous_head_id IS DISTINCT FROM l.prev`), int64(0))
-	requireEqual(t, "self_check", failingChecks(t, db), "")
+	pgtest.RequireEqual(t, "self_check", pgtest.FailingChecks(t, db), "")
 }
 
-// TestLoad: 16 clients on the same conversations for a while (a short run
-// in go test), then every acknowledged call is there once.
+// TestLoad: 16 clients on the same conversations until they have
+// acknowledged $PGCONVO_LOAD_CALLS calls (default 2000), then every
+// acknowledged call is there once.
 func TestLoad(t *testing.T) {
 	t.Parallel()
-	db := newDB(t)
+	calls := envCount(t, "PGCONVO_LOAD_CALLS", 2000)
+	db := pgtest.NewDB(t)
 	r := setupLoad(t, db, 100)
-	ctx, cancel := context.WithTimeout(context.Background(), loadSeconds(t, 8))
-	defer cancel()
+	bound, cancelBound := context.WithTimeout(context.Background(), loadBound(calls, 0))
+	defer cancelBound()
+	ctx, stop := context.WithCancel(bound)
+	defer stop()
 	seed := rand.Uint64()
-	t.Logf("TestLoad seed %d", seed)
+	t.Logf("TestLoad seed %d, until %d calls are acknowledged", seed, calls)
 	var pools []*pgxpool.Pool
 	for i := 0; i < 16; i++ {
-		pools = append(pools, newPool(t, db.Config().ConnString(), pgx.QueryExecModeCacheStatement))
+		pools = append(pools, pgtest.NewPool(t, db.Config().ConnString(), pgx.QueryExecModeCacheStatement))
 	}
 	// Throughput per 10-second window, to see whether it holds as the
-	// conversations grow.
+	// conversations grow (a log line, not a condition: the machine may be
+	// busy).
 	go func() {
 		last := 0
 		for w := 1; ; w++ {
@@ -235,9 +271,7 @@ func TestLoad(t *testing.T) {
 			case <-ctx.Done():
 				return
 			case <-time.After(10 * time.Second):
-				r.mu.Lock()
-				n := len(r.acks)
-				r.mu.Unlock()
+				n := r.acked()
 				t.Logf("window %d: %d calls acknowledged, %.0f/s", w, n-last, float64(n-last)/10)
 				last = n
 			}
@@ -252,6 +286,8 @@ func TestLoad(t *testing.T) {
 			errs <- loadClient(ctx, i, r, func() *pgxpool.Pool { return pools[i] }, seed)
 		}(i)
 	}
+	reached := r.waitAcked(ctx, calls)
+	stop()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -260,17 +296,19 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	t.Logf("acknowledged %d calls: %v", len(r.acks), r.ops)
-	if len(r.acks) < 100 {
-		t.Fatalf("only %d calls acknowledged: the load did not run", len(r.acks))
+	if !reached {
+		t.Fatalf("%d of %d calls acknowledged in %v: the load did not get there", len(r.acks), calls, loadBound(calls, 0))
 	}
 	checkLoad(t, db, r)
 }
 
 // TestCrashRecovery: the same load on a server of its own, SIGKILLed (the
-// postmaster and all its processes) at random moments and restarted; after
-// each recovery and at the end, every acknowledged call is there once, and
-// the effects left pending past their deadline are listed by
-// stale_pending_effects for a sweeper.
+// postmaster and all its processes) $PGCONVO_CRASHES times (default 3),
+// each after a random number (20 to 80) of newly acknowledged calls, and
+// restarted; it goes on until at least $PGCONVO_LOAD_CALLS/4 calls (default
+// 500) are acknowledged. Then every call acknowledged, before a crash or
+// after it, is there once, and the effects left pending past their
+// deadline are listed by stale_pending_effects for a sweeper.
 func TestCrashRecovery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -309,11 +347,15 @@ func TestCrashRecovery(t *testing.T) {
 		defer mu.Unlock()
 		return current
 	}
+	crashesWanted := envCount(t, "PGCONVO_CRASHES", 3)
+	callsWanted := envCount(t, "PGCONVO_LOAD_CALLS", 2000) / 4
 	seed := rand.Uint64()
-	t.Logf("TestCrashRecovery seed %d", seed)
+	t.Logf("TestCrashRecovery seed %d, until %d crashes and %d acknowledged calls", seed, crashesWanted, callsWanted)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	load, cancel := context.WithTimeout(ctx, loadSeconds(t, 9))
-	defer cancel()
+	bound, cancelBound := context.WithTimeout(ctx, loadBound(callsWanted, crashesWanted))
+	defer cancelBound()
+	load, stop := context.WithCancel(bound)
+	defer stop()
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {
@@ -324,27 +366,27 @@ func TestCrashRecovery(t *testing.T) {
 		}(i)
 	}
 	crashes := 0
-	for load.Err() == nil {
-		select {
-		case <-load.Done():
-		case <-time.After(time.Duration(1000+rng.IntN(1500)) * time.Millisecond):
-			if load.Err() != nil {
-				break
-			}
-			if err := srv.Crash(); err != nil {
-				t.Fatal(err)
-			}
-			crashes++
-			if err := srv.Restart(ctx, localpg.Options{MaxConnections: 50, Durable: true}); err != nil {
-				t.Fatalf("restarting after crash %d: %v", crashes, err)
-			}
-			mu.Lock()
-			old := current
-			current = open()
-			mu.Unlock()
-			old.Close()
+	reached := true
+	for crashes < crashesWanted {
+		if !r.waitAcked(load, r.acked()+20+rng.IntN(61)) {
+			reached = false
+			break
 		}
+		if err := srv.Crash(); err != nil {
+			t.Fatal(err)
+		}
+		crashes++
+		if err := srv.Restart(ctx, localpg.Options{MaxConnections: 50, Durable: true}); err != nil {
+			t.Fatalf("restarting after crash %d: %v", crashes, err)
+		}
+		mu.Lock()
+		old := current
+		current = open()
+		mu.Unlock()
+		old.Close()
 	}
+	reached = reached && r.waitAcked(load, callsWanted)
+	stop()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -355,16 +397,17 @@ func TestCrashRecovery(t *testing.T) {
 	db := connect()
 	defer db.Close()
 	t.Logf("%d crashes, acknowledged %d calls: %v", crashes, len(r.acks), r.ops)
-	if crashes < 2 || len(r.acks) < 50 {
-		t.Fatalf("%d crashes and %d acknowledged calls: the test did not test", crashes, len(r.acks))
+	if !reached {
+		t.Fatalf("%d of %d crashes and %d of %d acknowledged calls in %v: the load did not get there",
+			crashes, crashesWanted, len(r.acks), callsWanted, loadBound(callsWanted, crashesWanted))
 	}
 	checkLoad(t, db, r)
 	time.Sleep(1100 * time.Millisecond) // past the tool's deadline
-	requireEqual(t, "pending effects past their deadline not listed by stale_pending_effects", queryRow[int64](t, db, `
+	pgtest.RequireEqual(t, "pending effects past their deadline not listed by stale_pending_effects", pgtest.QueryRow[int64](t, db, `
 		SELECT count(*) FROM convo.tool_effects e
 		 WHERE e.state = 'pending' AND e.deadline_at < clock_timestamp()
 		   AND NOT EXISTS (SELECT 1 FROM convo.stale_pending_effects s WHERE s.effect_id = e.id)`), int64(0))
-	if queryRow[int64](t, db, `SELECT count(*) FROM convo.stale_pending_effects`) == 0 {
+	if pgtest.QueryRow[int64](t, db, `SELECT count(*) FROM convo.stale_pending_effects`) == 0 {
 		t.Fatalf("no pending effect was left for the sweeper: the load settles too much")
 	}
 }

@@ -1,4 +1,4 @@
-package tests
+package stress
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgconvo/pgconvo/internal/localpg"
+	"github.com/pgconvo/pgconvo/internal/pgtest"
 	"github.com/pgconvo/pgconvo/migrator"
 )
 
@@ -202,12 +203,12 @@ func TestReadsOnAReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = read(onStandby, `SELECT convo.append_message(:conv, 'user', '[{"type": "text", "text": "Hi"}]')::text`)
-	requireSQLState(t, err, "25006")
+	pgtest.RequireSQLState(t, err, "25006")
 	after, err := read(onPrimary, `SELECT convo.export_conversation(:conv)::text`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireEqual(t, "the primary after a write sent to the standby", after, before)
+	pgtest.RequireEqual(t, "the primary after a write sent to the standby", after, before)
 }
 
 // bindNamed replaces each :name of values in query by a parameter, in the

@@ -1,4 +1,4 @@
-package tests
+package stress
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgconvo/pgconvo/internal/pgtest"
 )
 
 // TestOrphanedMatchesReferenceOnRandomTrees builds 300 random conversation
@@ -35,9 +37,9 @@ func TestOrphanedMatchesReferenceOnRandomTrees(t *testing.T) {
 		for b := range batches {
 			t.Run(fmt.Sprintf("seeds-%d-%d", b*perBatch+1, (b+1)*perBatch), func(t *testing.T) {
 				t.Parallel()
-				db := newDB(t)
-				effRegisterPurchase(t, db, "buy_call", "tool_call", "20 seconds")
-				effRegisterPurchase(t, db, "buy_fork", "fork_args", "20 seconds")
+				db := pgtest.NewDB(t)
+				pgtest.EffRegisterPurchase(t, db, "buy_call", "tool_call", "20 seconds")
+				pgtest.EffRegisterPurchase(t, db, "buy_fork", "fork_args", "20 seconds")
 				var stats orphStats
 				for i := range perBatch {
 					seed := uint64(b*perBatch + i + 1)
@@ -201,7 +203,7 @@ func runOrphanTree(t *testing.T, db *pgxpool.Pool, seed uint64, steps int, stats
 	if seed%3 != 0 {
 		prompt = "You sell credits."
 	}
-	conv := createConversation(t, db, fmt.Sprintf("owner-%d", seed), prompt)
+	conv := pgtest.CreateConversation(t, db, fmt.Sprintf("owner-%d", seed), prompt)
 	m := &orphModel{parent: map[string]string{}, role: map[string]string{},
 		state: map[string]string{}, byKey: map[string]string{}}
 	addMessage := func(id, parent, role string) {
@@ -215,7 +217,7 @@ func runOrphanTree(t *testing.T, db *pgxpool.Pool, seed uint64, steps int, stats
 		}
 	}
 	if prompt != "" {
-		addMessage(headOf(t, db, conv), "", "system")
+		addMessage(pgtest.HeadOf(t, db, conv), "", "system")
 	}
 	pick := func(from []string) string { return from[rng.IntN(len(from))] }
 	withState := func(state string) []string {
@@ -233,9 +235,9 @@ func runOrphanTree(t *testing.T, db *pgxpool.Pool, seed uint64, steps int, stats
 	toolCalls := func() string {
 		pendingCalls = nil
 		if rng.IntN(6) == 0 {
-			return textParts("No purchase.")
+			return pgtest.TextParts("No purchase.")
 		}
-		var calls []effCall
+		var calls []pgtest.EffCall
 		for range 1 + rng.IntN(2) {
 			m.nextCall++
 			c := &orphCall{id: fmt.Sprintf("k%d", m.nextCall)}
@@ -245,9 +247,9 @@ func runOrphanTree(t *testing.T, db *pgxpool.Pool, seed uint64, steps int, stats
 				c.tool, c.amount = "buy_fork", 100*(1+rng.IntN(2))
 			}
 			pendingCalls = append(pendingCalls, c)
-			calls = append(calls, effBuy(c.id, c.tool, c.amount))
+			calls = append(calls, pgtest.EffBuy(c.id, c.tool, c.amount))
 		}
-		return effToolUses(calls...)
+		return pgtest.EffToolUses(calls...)
 	}
 
 	for step := range steps {
@@ -257,58 +259,58 @@ func runOrphanTree(t *testing.T, db *pgxpool.Pool, seed uint64, steps int, stats
 		case r < 12 && len(m.users) > 0:
 			op = "edit"
 			u := pick(m.users)
-			id := editMsg(t, db, conv, u, textParts(fmt.Sprintf("edit %d", step)))
+			id := pgtest.EditMsg(t, db, conv, u, pgtest.TextParts(fmt.Sprintf("edit %d", step)))
 			addMessage(id, m.parent[u], "user")
 		case r < 22 && len(m.assistants) > 0:
 			op = "regenerate"
 			a := pick(m.assistants)
 			parts := toolCalls()
-			id := regenerateMsg(t, db, conv, a, parts)
+			id := pgtest.RegenerateMsg(t, db, conv, a, parts)
 			addMessage(id, m.parent[a], "assistant")
 		case r < 32 && len(m.messages) > 0:
 			op = "move_head"
 			to := pick(m.messages)
-			moveHead(t, db, conv, to)
+			pgtest.MoveHead(t, db, conv, to)
 			m.head = to
 		case r < 46 && len(withState("pending")) > 0:
 			e := pick(withState("pending"))
 			m.nextRef++
 			if rng.IntN(4) == 0 {
 				op = "fail"
-				effFail(t, db, conv, e, "card_declined")
+				pgtest.EffFail(t, db, conv, e, "card_declined")
 				m.state[e] = "failed"
 			} else {
 				op = "settle"
-				effSettle(t, db, conv, e, fmt.Sprintf("ch_%d", m.nextRef))
+				pgtest.EffSettle(t, db, conv, e, fmt.Sprintf("ch_%d", m.nextRef))
 				m.state[e] = "applied"
 			}
 		case r < 52 && len(withState("applied")) > 0:
 			op = "compensate"
 			e := pick(withState("applied"))
 			m.nextRef++
-			effCompensate(t, db, conv, e, fmt.Sprintf("re_%d", m.nextRef))
+			pgtest.EffCompensate(t, db, conv, e, fmt.Sprintf("re_%d", m.nextRef))
 			m.state[e] = "compensated"
 		case r < 58 && len(withState("awaiting_confirmation")) > 0:
 			e := pick(withState("awaiting_confirmation"))
 			if rng.IntN(3) == 0 {
 				op = "decline"
-				effDecline(t, db, conv, e, "support")
+				pgtest.EffDecline(t, db, conv, e, "support")
 				m.state[e] = "failed"
 			} else {
 				op = "confirm"
-				effConfirm(t, db, conv, e, "support")
+				pgtest.EffConfirm(t, db, conv, e, "support")
 				m.state[e] = "pending"
 			}
 		case r < 76 || len(m.messages) == 0:
 			op = "append user"
 			parent := m.head
-			id := appendMsg(t, db, conv, "user", textParts(fmt.Sprintf("step %d", step)))
+			id := pgtest.AppendMsg(t, db, conv, "user", pgtest.TextParts(fmt.Sprintf("step %d", step)))
 			addMessage(id, parent, "user")
 		default:
 			op = "append assistant"
 			parent := m.head
 			parts := toolCalls()
-			id := appendMsg(t, db, conv, "assistant", parts)
+			id := pgtest.AppendMsg(t, db, conv, "assistant", parts)
 			addMessage(id, parent, "assistant")
 		}
 		stats.ops[op]++

@@ -523,7 +523,10 @@ func importExport(ctx context.Context, format, owner, flagURL string, asJSON boo
 			sum.Print(os.Stdout)
 		}
 	}
+	var fileErr *chatimport.FileError
 	switch {
+	case errors.As(err, &fileErr) && sum == nil:
+		return fmt.Errorf("%s: %w; nothing was imported", verb, err)
 	case err != nil:
 		return fmt.Errorf("%s stopped: %w", verb, err)
 	case len(sum.Refused) > 0 && sum.Imported+sum.Present == 0:

@@ -119,7 +119,7 @@ func TestReportExitCodes(t *testing.T) {
 func TestShellQuote(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{"pgconvo": "pgconvo", "my-db_2": "my-db_2", "it's": `'it'\''s'`,
-		"postgres://a@b/c": "'postgres://a@b/c'", "": ""} {
+		"postgres://a@b/c": "'postgres://a@b/c'", "/tmp/conversations.json": "/tmp/conversations.json", "": ""} {
 		if got := shellQuote(in); got != want {
 			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want)
 		}

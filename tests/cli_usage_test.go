@@ -83,17 +83,19 @@ func TestCLIHelp(t *testing.T) {
 }
 
 // TestCLIUsageErrors: every command line that cannot run as written exits
-// 2, says why in one line, prints that verb's usage once (every verb's for
-// an unknown one), and writes nothing to the database it names.
+// 2, says why in one line, prints that verb's usage once (every verb's when
+// it names none; for an unknown verb, the verbs' names only), and writes
+// nothing to the database it names.
 func TestCLIUsageErrors(t *testing.T) {
 	t.Parallel()
 	db, dbURL := newEmptyDB(t)
 	before := catalogObjects(t, db)
 	d := []string{"-database", dbURL}
 	const every = "usage: go run ./cmd/migrate [-database URL] VERB"
+	const listOfVerbs = "(the list of verbs)"
 	for _, c := range []struct {
 		args       []string
-		want, verb string // verb: whose usage follows; "" for every verb's
+		want, verb string // verb: whose usage follows; "" for every verb's; listOfVerbs for the verbs' names only
 	}{
 		{append([]string{"-bogus"}, append(d, "up")...), "flag provided but not defined: -bogus", "up"},
 		{append(d, "up", "-bogus"), "flag provided but not defined: -bogus", "up"},
@@ -128,8 +130,10 @@ func TestCLIUsageErrors(t *testing.T) {
 		{append(d, "restore"), "restore needs the FILE export wrote", "restore"},
 		{append(d, "import-chatgpt", "-owner", "o", "-all", "f.json"), "-all goes with down, not import-chatgpt", "import-chatgpt"},
 		{append(d, "restore", "a", "b"), "restore takes only the FILE export wrote, got 2: a b", "restore"},
-		{append(d, "bogus"), `unknown verb "bogus"`, ""},
-		{[]string{"help", "bogus"}, `help: unknown verb "bogus"`, ""},
+		{append(d, "bogus"), `unknown verb "bogus"`, listOfVerbs},
+		{[]string{"bogus"}, `unknown verb "bogus"`, listOfVerbs},
+		{[]string{"help", "bogus"}, `help: unknown verb "bogus"`, listOfVerbs},
+		{append(d, "import-claude", "-owner", "o", "f.json"), `unknown verb "import-claude": the imports are import-chatgpt`, listOfVerbs},
 		{[]string{"help", "up", "down"}, "help takes at most one VERB, got 2: up down", "help"},
 		{d, "no verb given", ""},
 	} {
@@ -137,6 +141,14 @@ func TestCLIUsageErrors(t *testing.T) {
 		requireOneError(t, r, c.want)
 		if r.stdout != "" {
 			t.Fatalf("migrate %v wrote to stdout:\n%s", c.args, r.stdout)
+		}
+		if c.verb == listOfVerbs {
+			// Not the whole usage: the verbs' names, and where the rest is.
+			if strings.Contains(r.stderr, "usage: ") || !strings.Contains(r.stderr, "\nverbs: up, down, goto, version,") ||
+				!strings.Contains(r.stderr, "import-librechat, stop, help") || strings.Count(r.stderr, "\n") > 6 {
+				t.Fatalf("migrate %v: want the error, the list of verbs and no usage, in a few lines:\n%s", c.args, r.stderr)
+			}
+			continue
 		}
 		if n := strings.Count(r.stderr, "usage: "); n != 1 {
 			t.Fatalf("migrate %v: the usage %d times, want once:\n%s", c.args, n, r.stderr)

@@ -285,7 +285,7 @@ func TestImportCLIUsage(t *testing.T) {
 		{2, "needs -owner OWNER", []string{"import-chatgpt", "-database", url, file}},
 		{2, "takes one FILE, got 2", []string{"import-chatgpt", "-owner", "o", "-database", url, file, file}},
 		{2, "takes one FILE, got 0", []string{"import-openwebui", "-owner", "o", "-database", url}},
-		{2, "unknown verb import-claude", []string{"import-claude", "-owner", "o", "-database", url, file}},
+		{2, `unknown verb "import-claude"`, []string{"import-claude", "-owner", "o", "-database", url, file}},
 		{2, "flag provided but not defined: -ownr", []string{"import-chatgpt", "-ownr", "o", file}},
 		{2, "-owner goes with an import verb, export or restore, not up", []string{"up", "-owner", "o", "-database", url}},
 		{1, "no such file or directory", []string{"import-chatgpt", "-owner", "o", "-database", url, filepath.Join(dir, "missing.json")}},

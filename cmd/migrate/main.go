@@ -71,7 +71,8 @@ func main() {
 }
 
 // report writes err, if any, to w as the command's last words, and returns
-// the exit code: 2 for a usage error, which the verb's usage follows.
+// the exit code: 2 for a usage error, which the verb's usage follows (the
+// verbs' names, for an unknown verb).
 func report(err error, w io.Writer) int {
 	var ue *usageError
 	switch {
@@ -79,6 +80,10 @@ func report(err error, w io.Writer) int {
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintln(w, "migrate:", ue.err)
+		if ue.listVerbs {
+			printVerbList(w)
+			return 2
+		}
 		fmt.Fprintln(w)
 		if v := findVerb(ue.verb); v != nil {
 			printVerbUsage(w, v)
@@ -149,14 +154,14 @@ func run(ctx context.Context, args []string) error {
 		if len(rest) == 1 {
 			topic = rest[0]
 			if findVerb(topic) == nil {
-				return usagef("", "help: unknown verb %q", topic)
+				return unknownVerbf("help: unknown verb %q", topic)
 			}
 		}
 		return help(topic, fs)
 	}
 	if format, ok := strings.CutPrefix(verbName, "import-"); ok {
 		if findVerb(verbName) == nil {
-			return usagef("", "unknown verb import-%s: the imports are import-chatgpt, import-openwebui and import-librechat", format)
+			return unknownVerbf("unknown verb %q: the imports are import-chatgpt, import-openwebui and import-librechat", verbName)
 		}
 		if err := flagsGoWith(verbName, o, "database", "owner", "json"); err != nil {
 			return err
@@ -165,7 +170,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	v := findVerb(verbName)
 	if v == nil {
-		return usagef("", "unknown verb %q", verbName)
+		return unknownVerbf("unknown verb %q", verbName)
 	}
 	switch v.name {
 	case "stop":

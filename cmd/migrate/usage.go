@@ -188,10 +188,12 @@ func capitalize(s string) string {
 }
 
 // usageError is a command line that cannot run as written: exit code 2,
-// the message, and the usage of verb (every verb's when verb is "").
+// the message, and the usage of verb (every verb's when verb is ""), or,
+// for a verb that does not exist, the verbs' names (listVerbs).
 type usageError struct {
-	verb string
-	err  error
+	verb      string
+	err       error
+	listVerbs bool
 }
 
 func (e *usageError) Error() string { return e.err.Error() }
@@ -200,4 +202,21 @@ func (e *usageError) Unwrap() error { return e.err }
 // usagef returns a usageError for verb.
 func usagef(verb, format string, args ...any) error {
 	return &usageError{verb: verb, err: fmt.Errorf(format, args...)}
+}
+
+// unknownVerbf returns a usageError for a verb that does not exist: the
+// verbs' names follow it, not the whole usage.
+func unknownVerbf(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...), listVerbs: true}
+}
+
+// printVerbList writes the verbs' names, and where to read more.
+func printVerbList(w io.Writer) {
+	names := make([]string, len(verbs))
+	for i, v := range verbs {
+		names[i] = v.name
+	}
+	lines := wrap("verbs: "+strings.Join(names, ", "), 76)
+	fmt.Fprintf(w, "%s\n", strings.Join(lines, "\n  "))
+	fmt.Fprintf(w, "`%s help` prints the whole usage; `help VERB`, one verb's.\n", command)
 }

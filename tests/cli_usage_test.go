@@ -3,6 +3,7 @@ package tests
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -171,4 +172,34 @@ func TestCLIUsageErrors(t *testing.T) {
 	requireNothingWritten(t, db, "a usage error", before)
 	requireCLI(t, nil, 0, []string{fmt.Sprintf("version 0 of %d: not migrated", latestVersion(t))}, append(d, "status")...)
 	requireNothingWritten(t, db, "status", before)
+}
+
+// TestCLIEmptyDatabaseFlag: -database given empty (a variable that was
+// not set, say) is refused in one line, exit 2, for every verb that takes
+// it: it does not fall back to DATABASE_URL (set here, to a database it
+// would migrate) or make a local server.
+func TestCLIEmptyDatabaseFlag(t *testing.T) {
+	t.Parallel()
+	db, dbURL := newEmptyDB(t)
+	before := catalogObjects(t, db)
+	const want = "migrate: -database is empty: give a URL, or leave -database out to use DATABASE_URL or the local server\n"
+	for _, args := range [][]string{
+		{"-database", "", "up"},
+		{"-database=", "status"},
+		{"version", "-database", ""},
+		{"goto", "1", "-database="},
+		{"-database", "", "-owner", "o", "import-chatgpt", "conversations.json"},
+		{"-database", "", "export", "00000000-0000-0000-0000-000000000000"},
+		{"-database", "", "restore", "conversation.json"},
+	} {
+		dir := t.TempDir()
+		r := runCLIIn(t, dir, []string{"DATABASE_URL=" + dbURL}, args...)
+		if r.code != 2 || r.stderr != want || r.stdout != "" {
+			t.Fatalf("migrate %q: exit %d, want 2 and the one line %q; stdout:\n%s\nstderr:\n%s", args, r.code, want, r.stdout, r.stderr)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Fatalf("migrate %q made %s in the working directory", args, entries[0].Name())
+		}
+	}
+	requireNothingWritten(t, db, "-database given empty", before)
 }

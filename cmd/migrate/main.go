@@ -21,7 +21,8 @@
 // PostgreSQL binaries installed on the machine, and every verb starts it
 // when it is stopped; a verb that only reads never makes one. stop stops
 // that server (stop-local is another name for it); stop -purge also
-// removes its data.
+// removes its data. -database given empty is refused: it falls back to
+// neither.
 // Flags may come before or after the verb. Every verb but stop, help and
 // export first names the database it works on (export names it on
 // standard error: its standard output is the document alone).
@@ -82,6 +83,8 @@ func report(err error, w io.Writer) int {
 		fmt.Fprintln(w, "migrate:", ue.err)
 		if ue.listVerbs {
 			printVerbList(w)
+		}
+		if ue.listVerbs || ue.oneLine {
 			return 2
 		}
 		fmt.Fprintln(w)
@@ -224,7 +227,7 @@ func firstVerb(args []string) string {
 }
 
 // flagsGoWith fails, as a usage error, when a flag was given that verb does
-// not take (allowed names those it does).
+// not take (allowed names those it does), or -database was given empty.
 func flagsGoWith(verb string, o options, allowed ...string) error {
 	goesWith := map[string]string{
 		"database":        "every verb but stop and help",
@@ -242,6 +245,12 @@ func flagsGoWith(verb string, o options, allowed ...string) error {
 			return usagef(verb, "%s works on the local server under %s/ only: it takes no -database", verb, localDir)
 		}
 		return usagef(verb, "-%s goes with %s, not %s", name, goesWith[name], verb)
+	}
+	// Given empty (an unset shell variable, say), it must not fall back to
+	// DATABASE_URL or the local server: that is another database.
+	if o.given["database"] && o.dbURL == "" {
+		return &usageError{verb: verb, oneLine: true,
+			err: errors.New("-database is empty: give a URL, or leave -database out to use DATABASE_URL or the local server")}
 	}
 	return nil
 }

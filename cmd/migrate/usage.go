@@ -150,7 +150,7 @@ pending migration needs one it lacks.
 The database is -database, else $DATABASE_URL, else a local server under
 .pgconvo/: up (or goto) makes one from the installed PostgreSQL binaries,
 every verb starts it when it is stopped, stop stops it, stop -purge
-removes it.
+removes it. -database given empty is refused (it falls back to neither).
 
 Exit status: 0 done, 1 failed (the message says what to do), 2 a usage
 error. `+"`%s help VERB`"+` says more of one verb.
@@ -189,11 +189,13 @@ func capitalize(s string) string {
 
 // usageError is a command line that cannot run as written: exit code 2,
 // the message, and the usage of verb (every verb's when verb is ""), or,
-// for a verb that does not exist, the verbs' names (listVerbs).
+// for a verb that does not exist, the verbs' names (listVerbs), or nothing
+// more when the message says all there is to do (oneLine).
 type usageError struct {
 	verb      string
 	err       error
 	listVerbs bool
+	oneLine   bool
 }
 
 func (e *usageError) Error() string { return e.err.Error() }

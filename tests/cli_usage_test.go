@@ -177,7 +177,7 @@ func TestCLIUsageErrors(t *testing.T) {
 // TestCLIEmptyDatabaseFlag: -database given empty (a variable that was
 // not set, say) is refused in one line, exit 2, for every verb that takes
 // it: it does not fall back to DATABASE_URL (set here, to a database it
-// would migrate) or make a local server.
+// would migrate) or make a local server. -owner given empty is refused too.
 func TestCLIEmptyDatabaseFlag(t *testing.T) {
 	t.Parallel()
 	db, dbURL := newEmptyDB(t)
@@ -202,4 +202,18 @@ func TestCLIEmptyDatabaseFlag(t *testing.T) {
 		}
 	}
 	requireNothingWritten(t, db, "-database given empty", before)
+
+	// -owner given empty is refused alike: it would read or write as no owner.
+	for args, want := range map[string]string{
+		"-owner  import-openwebui f.json": "give the owner to import the conversations for",
+		"-owner  export " + newID():       "give the conversation's owner, or leave -owner out",
+		"-owner  restore f.json":          "give the document's owner, or leave -owner out",
+	} {
+		args := append([]string{"-database", dbURL}, strings.Split(args, " ")...)
+		r := runCLIIn(t, t.TempDir(), nil, args...)
+		if r.code != 2 || !strings.HasPrefix(r.stderr, "migrate: -owner is empty: "+want) || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+			t.Fatalf("migrate %q: exit %d, want 2 and one line with %q; stdout:\n%s\nstderr:\n%s", args, r.code, want, r.stdout, r.stderr)
+		}
+	}
+	requireNothingWritten(t, db, "-owner given empty", before)
 }

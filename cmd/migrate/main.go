@@ -227,7 +227,8 @@ func firstVerb(args []string) string {
 }
 
 // flagsGoWith fails, as a usage error, when a flag was given that verb does
-// not take (allowed names those it does), or -database was given empty.
+// not take (allowed names those it does), or -database or -owner was given
+// empty.
 func flagsGoWith(verb string, o options, allowed ...string) error {
 	goesWith := map[string]string{
 		"database":        "every verb but stop and help",
@@ -251,6 +252,17 @@ func flagsGoWith(verb string, o options, allowed ...string) error {
 	if o.given["database"] && o.dbURL == "" {
 		return &usageError{verb: verb, oneLine: true,
 			err: errors.New("-database is empty: give a URL, or leave -database out to use DATABASE_URL or the local server")}
+	}
+	// Likewise -owner: given empty it would read or write as no owner.
+	if o.given["owner"] && o.owner == "" {
+		instead := "give the owner to import the conversations for"
+		switch verb {
+		case "export":
+			instead = "give the conversation's owner, or leave -owner out to read as a member of convo_reader or convo_admin"
+		case "restore":
+			instead = "give the document's owner, or leave -owner out to restore for the owner the document names"
+		}
+		return &usageError{verb: verb, oneLine: true, err: fmt.Errorf("-owner is empty: %s", instead)}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package tests
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -83,17 +84,19 @@ func TestCLIHelp(t *testing.T) {
 }
 
 // TestCLIUsageErrors: every command line that cannot run as written exits
-// 2, says why in one line, prints that verb's usage once (every verb's for
-// an unknown one), and writes nothing to the database it names.
+// 2, says why in one line, prints that verb's usage once (every verb's when
+// it names none; for an unknown verb, the verbs' names only), and writes
+// nothing to the database it names.
 func TestCLIUsageErrors(t *testing.T) {
 	t.Parallel()
 	db, dbURL := newEmptyDB(t)
 	before := catalogObjects(t, db)
 	d := []string{"-database", dbURL}
 	const every = "usage: go run ./cmd/migrate [-database URL] VERB"
+	const listOfVerbs = "(the list of verbs)"
 	for _, c := range []struct {
 		args       []string
-		want, verb string // verb: whose usage follows; "" for every verb's
+		want, verb string // verb: whose usage follows; "" for every verb's; listOfVerbs for the verbs' names only
 	}{
 		{append([]string{"-bogus"}, append(d, "up")...), "flag provided but not defined: -bogus", "up"},
 		{append(d, "up", "-bogus"), "flag provided but not defined: -bogus", "up"},
@@ -128,8 +131,10 @@ func TestCLIUsageErrors(t *testing.T) {
 		{append(d, "restore"), "restore needs the FILE export wrote", "restore"},
 		{append(d, "import-chatgpt", "-owner", "o", "-all", "f.json"), "-all goes with down, not import-chatgpt", "import-chatgpt"},
 		{append(d, "restore", "a", "b"), "restore takes only the FILE export wrote, got 2: a b", "restore"},
-		{append(d, "bogus"), `unknown verb "bogus"`, ""},
-		{[]string{"help", "bogus"}, `help: unknown verb "bogus"`, ""},
+		{append(d, "bogus"), `unknown verb "bogus"`, listOfVerbs},
+		{[]string{"bogus"}, `unknown verb "bogus"`, listOfVerbs},
+		{[]string{"help", "bogus"}, `help: unknown verb "bogus"`, listOfVerbs},
+		{append(d, "import-claude", "-owner", "o", "f.json"), `unknown verb "import-claude": the imports are import-chatgpt`, listOfVerbs},
 		{[]string{"help", "up", "down"}, "help takes at most one VERB, got 2: up down", "help"},
 		{d, "no verb given", ""},
 	} {
@@ -137,6 +142,14 @@ func TestCLIUsageErrors(t *testing.T) {
 		requireOneError(t, r, c.want)
 		if r.stdout != "" {
 			t.Fatalf("migrate %v wrote to stdout:\n%s", c.args, r.stdout)
+		}
+		if c.verb == listOfVerbs {
+			// Not the whole usage: the verbs' names, and where the rest is.
+			if strings.Contains(r.stderr, "usage: ") || !strings.Contains(r.stderr, "\nverbs: up, down, goto, version,") ||
+				!strings.Contains(r.stderr, "import-librechat, stop, help") || strings.Count(r.stderr, "\n") > 6 {
+				t.Fatalf("migrate %v: want the error, the list of verbs and no usage, in a few lines:\n%s", c.args, r.stderr)
+			}
+			continue
 		}
 		if n := strings.Count(r.stderr, "usage: "); n != 1 {
 			t.Fatalf("migrate %v: the usage %d times, want once:\n%s", c.args, n, r.stderr)
@@ -159,4 +172,48 @@ func TestCLIUsageErrors(t *testing.T) {
 	requireNothingWritten(t, db, "a usage error", before)
 	requireCLI(t, nil, 0, []string{fmt.Sprintf("version 0 of %d: not migrated", latestVersion(t))}, append(d, "status")...)
 	requireNothingWritten(t, db, "status", before)
+}
+
+// TestCLIEmptyDatabaseFlag: -database given empty (a variable that was
+// not set, say) is refused in one line, exit 2, for every verb that takes
+// it: it does not fall back to DATABASE_URL (set here, to a database it
+// would migrate) or make a local server. -owner given empty is refused too.
+func TestCLIEmptyDatabaseFlag(t *testing.T) {
+	t.Parallel()
+	db, dbURL := newEmptyDB(t)
+	before := catalogObjects(t, db)
+	const want = "migrate: -database is empty: give a URL, or leave -database out to use DATABASE_URL or the local server\n"
+	for _, args := range [][]string{
+		{"-database", "", "up"},
+		{"-database=", "status"},
+		{"version", "-database", ""},
+		{"goto", "1", "-database="},
+		{"-database", "", "-owner", "o", "import-chatgpt", "conversations.json"},
+		{"-database", "", "export", "00000000-0000-0000-0000-000000000000"},
+		{"-database", "", "restore", "conversation.json"},
+	} {
+		dir := t.TempDir()
+		r := runCLIIn(t, dir, []string{"DATABASE_URL=" + dbURL}, args...)
+		if r.code != 2 || r.stderr != want || r.stdout != "" {
+			t.Fatalf("migrate %q: exit %d, want 2 and the one line %q; stdout:\n%s\nstderr:\n%s", args, r.code, want, r.stdout, r.stderr)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Fatalf("migrate %q made %s in the working directory", args, entries[0].Name())
+		}
+	}
+	requireNothingWritten(t, db, "-database given empty", before)
+
+	// -owner given empty is refused alike: it would read or write as no owner.
+	for args, want := range map[string]string{
+		"-owner  import-openwebui f.json": "give the owner to import the conversations for",
+		"-owner  export " + newID():       "give the conversation's owner, or leave -owner out",
+		"-owner  restore f.json":          "give the document's owner, or leave -owner out",
+	} {
+		args := append([]string{"-database", dbURL}, strings.Split(args, " ")...)
+		r := runCLIIn(t, t.TempDir(), nil, args...)
+		if r.code != 2 || !strings.HasPrefix(r.stderr, "migrate: -owner is empty: "+want) || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+			t.Fatalf("migrate %q: exit %d, want 2 and one line with %q; stdout:\n%s\nstderr:\n%s", args, r.code, want, r.stdout, r.stderr)
+		}
+	}
+	requireNothingWritten(t, db, "-owner given empty", before)
 }

@@ -285,7 +285,7 @@ func TestImportCLIUsage(t *testing.T) {
 		{2, "needs -owner OWNER", []string{"import-chatgpt", "-database", url, file}},
 		{2, "takes one FILE, got 2", []string{"import-chatgpt", "-owner", "o", "-database", url, file, file}},
 		{2, "takes one FILE, got 0", []string{"import-openwebui", "-owner", "o", "-database", url}},
-		{2, "unknown verb import-claude", []string{"import-claude", "-owner", "o", "-database", url, file}},
+		{2, `unknown verb "import-claude"`, []string{"import-claude", "-owner", "o", "-database", url, file}},
 		{2, "flag provided but not defined: -ownr", []string{"import-chatgpt", "-ownr", "o", file}},
 		{2, "-owner goes with an import verb, export or restore, not up", []string{"up", "-owner", "o", "-database", url}},
 		{1, "no such file or directory", []string{"import-chatgpt", "-owner", "o", "-database", url, filepath.Join(dir, "missing.json")}},
@@ -297,6 +297,86 @@ func TestImportCLIUsage(t *testing.T) {
 		requireCLI(t, nil, c.code, []string{c.want}, c.args...)
 	}
 	requireFingerprint(t, db, "a refused command line", before)
+}
+
+// TestImportCLIRefusesAFileWhole: an empty export, or one given to the verb
+// of another format, is one line naming the file (and, for another
+// format, the verb that reads it), exit 1, and nothing is written; restore
+// says the same of a file that is not a pgconvo export. The files are the
+// test's own: one conversation of each format, in the shape its verb reads.
+func TestImportCLIRefusesAFileWhole(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	app := appURL(t, db)
+	_, dba := newRole(t, db, "LOGIN", "convo_admin")
+	admin := dba.Config().ConnString()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	empty, blank := write("empty.json", ""), write("blank.json", " \n\t\n")
+	chatgpt := write("conversations.json", `[{"id": "c1", "title": "t", "current_node": "n1", "mapping": {
+		"n0": {"id": "n0", "message": null, "parent": null, "children": ["n1"]},
+		"n1": {"id": "n1", "parent": "n0", "children": [], "message": {"id": "n1", "author": {"role": "user"},
+		       "content": {"content_type": "text", "parts": ["hi"]}}}}}]`)
+	openwebui := write("openwebui.json", `[{"id": "r1", "title": "t", "chat": {"title": "t", "history": {"currentId": "m1",
+		"messages": {"m1": {"id": "m1", "parentId": null, "childrenIds": [], "role": "user", "content": "hi"}}}}}]`)
+	librechat := write("librechat.json", `{"conversationId": "l1", "title": "t", "messages": [
+		{"messageId": "m1", "parentMessageId": "00000000-0000-0000-0000-000000000000", "isCreatedByUser": true, "text": "hi"}]}`)
+	pgconvo := write("restore-me.json", `{"format": "pgconvo.export", "version": 3, "conversation": {"id": "x", "owner_id": "o"}}`)
+	numbers := write("numbers.json", `[1, 2, 3]`)
+	before := fingerprint(t, db)
+	for _, c := range []struct {
+		want []string
+		args []string
+	}{
+		{[]string{"import-chatgpt: " + empty + " is empty (0 bytes, or only whitespace)", "nothing was imported"},
+			[]string{"import-chatgpt", "-owner", "o", "-database", app, empty}},
+		{[]string{"import-librechat: " + blank + " is empty"}, []string{"import-librechat", "-owner", "o", "-database", app, blank}},
+		{[]string{"import-openwebui: " + chatgpt + " is a ChatGPT export, not an Open WebUI export: `import-chatgpt` reads it; nothing was imported"},
+			[]string{"import-openwebui", "-owner", "o", "-database", app, chatgpt}},
+		{[]string{chatgpt + " is a ChatGPT export, not a LibreChat export: `import-chatgpt` reads it"},
+			[]string{"import-librechat", "-owner", "o", "-database", app, chatgpt}},
+		{[]string{openwebui + " is an Open WebUI export, not a ChatGPT export: `import-openwebui` reads it"},
+			[]string{"import-chatgpt", "-owner", "o", "-database", app, openwebui}},
+		{[]string{librechat + " is a LibreChat export, not an Open WebUI export: `import-librechat` reads it"},
+			[]string{"import-openwebui", "-owner", "o", "-database", app, librechat}},
+		{[]string{pgconvo + " is a pgconvo export, not a ChatGPT export: `restore` reads it"},
+			[]string{"import-chatgpt", "-owner", "o", "-database", app, pgconvo}},
+		{[]string{"restore: " + chatgpt + " is a ChatGPT export, not a pgconvo export: import it with `go run ./cmd/migrate -owner OWNER import-chatgpt " + chatgpt + "`"},
+			[]string{"-database", admin, "restore", chatgpt}},
+		{[]string{"restore: " + openwebui + " is an Open WebUI export, not a pgconvo export", "import-openwebui"},
+			[]string{"-database", admin, "restore", openwebui}},
+		{[]string{"restore: " + librechat + " is a LibreChat export, not a pgconvo export", "import-librechat"},
+			[]string{"-database", admin, "restore", librechat}},
+		{[]string{"restore: " + empty + " is empty (0 bytes, or only whitespace): give the file `go run ./cmd/migrate export ID` wrote"},
+			[]string{"-database", admin, "restore", empty}},
+		{[]string{"restore: " + numbers + " is a JSON array, not a pgconvo export (a JSON object)"},
+			[]string{"-database", admin, "restore", numbers}},
+	} {
+		name := c.args[0] + " " + filepath.Base(c.args[len(c.args)-1])
+		if c.args[0] == "-database" {
+			name = c.args[2] + " " + filepath.Base(c.args[3])
+		}
+		t.Run(name, func(t *testing.T) {
+			r := requireCLI(t, nil, 1, nil, c.args...)
+			for _, w := range c.want {
+				requireOneError(t, r, w)
+			}
+			if strings.Contains(r.stdout, "imported") || strings.Contains(r.stdout, "restored") {
+				t.Fatalf("migrate %v printed a result:\n%s", c.args, r.stdout)
+			}
+		})
+	}
+	requireFingerprint(t, db, "the refused files", before)
+	// Each file is one its own verb reads: the refusals are of the verb, not the file.
+	for _, c := range [][]string{{"import-chatgpt", chatgpt}, {"import-openwebui", openwebui}, {"import-librechat", librechat}} {
+		requireCLI(t, nil, 0, []string{summaryLine(1, 0, 0, "o")}, c[0], "-owner", "o", "-database", app, c[1])
+	}
 }
 
 // TestImportStreams: the decoder holds one conversation, not the file: when

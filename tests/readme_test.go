@@ -202,6 +202,9 @@ func runPsql(t *testing.T, dbURL, label, script string, where []string) string {
 // leaves for its application role. The first block is run once more before
 // the session, on its own and on the same server, as a reader who pastes it
 // twice does: roles are cluster-wide, and it creates each only if missing.
+// Then the whole session runs a second time on the same database, and must
+// run as cleanly: every role, schema, function and table a document makes
+// is made only if missing (or replaced).
 func TestReadme(t *testing.T) {
 	t.Parallel()
 	docs := sessionDocs(t)
@@ -245,7 +248,7 @@ func TestReadme(t *testing.T) {
 	for _, d := range docs {
 		n += len(d.blocks)
 	}
-	t.Logf("ran %d sql blocks of %d documents in order, README.md's first twice", n, len(docs))
+	t.Logf("ran %d sql blocks of %d documents in order, README.md's first twice; the whole session runs twice below", n, len(docs))
 
 	// Where the session ends, as the documents tell it.
 	requireEqual(t, "the roles of README.md's first block", queryRow[string](t, db,
@@ -274,6 +277,11 @@ func TestReadme(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	// A reader who follows the documents a second time, on the same
+	// database: roles, schemas and functions are made only if missing or
+	// replaced, and the ids travel in psql variables, so the conversations
+	// made again are new ones.
+	runPsql(t, dbURL, "the documents' sql blocks, run a second time on the same database", script, where)
 	requireEqual(t, "self_check after the session", queryRow[string](t, db,
 		`SELECT coalesce(string_agg(check_name || ': ' || detail, '; '), 'ok') FROM convo.self_check() WHERE NOT ok`), "ok")
 }

@@ -1,8 +1,9 @@
 package tests
 
 import (
-	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -22,17 +23,22 @@ const (
 	wtU3f  = "a0000000-0000-4000-8000-00000000000b" // second edit of U3
 )
 
-// runWalkthrough runs examples/walkthrough.sql as one multi-statement
-// simple-protocol Exec, the way psql -f would.
-func runWalkthrough(t *testing.T, exec func(ctx context.Context, sql string) error) {
+// runWalkthrough runs examples/walkthrough.sql with psql -f, as its header
+// says, connected as appURL: a login member of convo_app, as an application
+// (README.md's web) is. psql commits each statement outside BEGIN on its
+// own, so a transaction of the file that does not name its owner first
+// fails here as it fails for a reader.
+func runWalkthrough(t *testing.T, appURL string) {
 	t.Helper()
 	script, err := os.ReadFile("../examples/walkthrough.sql")
 	if err != nil {
 		t.Fatalf("reading the walkthrough: %v", err)
 	}
-	if err := exec(context.Background(), string(script)); err != nil {
-		t.Fatalf("running examples/walkthrough.sql: %v", err)
+	where := make([]string, strings.Count(string(script), "\n")+1)
+	for i := range where {
+		where[i] = fmt.Sprintf("examples/walkthrough.sql:%d", i+1)
 	}
+	runPsql(t, appURL, "examples/walkthrough.sql, as a login member of convo_app", string(script), where)
 }
 
 // TestWalkthrough runs the seed's story and checks where it ends: the
@@ -41,11 +47,8 @@ func runWalkthrough(t *testing.T, exec func(ctx context.Context, sql string) err
 func TestWalkthrough(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	exec := func(ctx context.Context, sql string) error {
-		_, err := db.Exec(ctx, sql) // No arguments: pgx uses the simple protocol.
-		return err
-	}
-	runWalkthrough(t, exec)
+	app := loginAs(t, db, "convo_app").Config().ConnString()
+	runWalkthrough(t, app)
 
 	requireEqual(t, "owner", queryRow[string](t, db, `SELECT owner_id FROM convo.conversations WHERE id = $1`, wtConv), "customer-42")
 	requireEqual(t, "metadata", queryRow[string](t, db, `SELECT metadata::text FROM convo.conversations WHERE id = $1`, wtConv), `{"channel": "web"}`)
@@ -118,7 +121,7 @@ func TestWalkthrough(t *testing.T) {
 		// Every write in the script names its own id, so a second run is a
 		// retry of each call; the final move_head finds the head in place.
 		before := snapshotCounts(t, db)
-		runWalkthrough(t, exec)
+		runWalkthrough(t, app)
 		requireUnchanged(t, db, before)
 	})
 }

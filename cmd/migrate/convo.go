@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgconvo/pgconvo/internal/chatimport"
 )
 
 // uuidRe matches a conversation id.
@@ -76,9 +79,27 @@ func restoreConversation(ctx context.Context, o options, args []string) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	// What restore reads is what export writes: say so, and name the verb
+	// for an export of another product, before connecting.
+	wrote := fmt.Sprintf("give the file `%s export ID` wrote", command)
+	format, err := chatimport.DetectFile(bytes.NewReader(body))
+	switch {
+	case errors.Is(err, chatimport.ErrEmpty):
+		return fmt.Errorf("restore: %s is empty (0 bytes, or only whitespace): %s", path, wrote)
+	case err == nil && format != "" && format != "pgconvo":
+		return fmt.Errorf("restore: %s is %s, not a pgconvo export: import it with `%s -owner OWNER %s %s`",
+			path, chatimport.Name(format), command, chatimport.Verb(format), shellQuote(path))
+	}
+	var top any
+	if err := json.Unmarshal(body, &top); err != nil {
+		return fmt.Errorf("restore: %s is not a JSON object (%v): %s", path, err, wrote)
+	}
+	if kind := jsonKind(top); kind != "object" {
+		return fmt.Errorf("restore: %s is a JSON %s, not a pgconvo export (a JSON object): %s", path, kind, wrote)
+	}
 	var head exportHead
 	if err := json.Unmarshal(body, &head); err != nil {
-		return fmt.Errorf("restore: %s is not a JSON object (%v): give the file `%s export ID` wrote", path, err, command)
+		return fmt.Errorf("restore: %s is not a pgconvo export (its \"conversation\" is not an object): %s", path, wrote)
 	}
 	owner := o.owner
 	if owner == "" {
@@ -136,6 +157,23 @@ func restoreConversation(ctx context.Context, o options, args []string) error {
 		fmt.Printf("conversation %s of owner %s is here already, as the document has it: nothing was written\n", id, owner)
 	}
 	return nil
+}
+
+// jsonKind names the JSON type of a decoded value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "boolean"
+	case nil:
+		return "null"
+	}
+	return "object"
 }
 
 // sqlError is a refused export or restore as one line: PostgreSQL's

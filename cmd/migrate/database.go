@@ -211,7 +211,7 @@ func shellQuote(s string) string {
 }
 
 // simpleWord matches a word the shell reads as written.
-var simpleWord = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+var simpleWord = regexp.MustCompile(`^[A-Za-z0-9_./-]+$`)
 
 // plainIdent matches an SQL identifier that needs no quotes.
 var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)

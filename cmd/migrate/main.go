@@ -21,7 +21,8 @@
 // PostgreSQL binaries installed on the machine, and every verb starts it
 // when it is stopped; a verb that only reads never makes one. stop stops
 // that server (stop-local is another name for it); stop -purge also
-// removes its data.
+// removes its data. -database given empty is refused: it falls back to
+// neither.
 // Flags may come before or after the verb. Every verb but stop, help and
 // export first names the database it works on (export names it on
 // standard error: its standard output is the document alone).
@@ -71,7 +72,8 @@ func main() {
 }
 
 // report writes err, if any, to w as the command's last words, and returns
-// the exit code: 2 for a usage error, which the verb's usage follows.
+// the exit code: 2 for a usage error, which the verb's usage follows (the
+// verbs' names, for an unknown verb).
 func report(err error, w io.Writer) int {
 	var ue *usageError
 	switch {
@@ -79,6 +81,12 @@ func report(err error, w io.Writer) int {
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintln(w, "migrate:", ue.err)
+		if ue.listVerbs {
+			printVerbList(w)
+		}
+		if ue.listVerbs || ue.oneLine {
+			return 2
+		}
 		fmt.Fprintln(w)
 		if v := findVerb(ue.verb); v != nil {
 			printVerbUsage(w, v)
@@ -149,14 +157,14 @@ func run(ctx context.Context, args []string) error {
 		if len(rest) == 1 {
 			topic = rest[0]
 			if findVerb(topic) == nil {
-				return usagef("", "help: unknown verb %q", topic)
+				return unknownVerbf("help: unknown verb %q", topic)
 			}
 		}
 		return help(topic, fs)
 	}
 	if format, ok := strings.CutPrefix(verbName, "import-"); ok {
 		if findVerb(verbName) == nil {
-			return usagef("", "unknown verb import-%s: the imports are import-chatgpt, import-openwebui and import-librechat", format)
+			return unknownVerbf("unknown verb %q: the imports are import-chatgpt, import-openwebui and import-librechat", verbName)
 		}
 		if err := flagsGoWith(verbName, o, "database", "owner", "json"); err != nil {
 			return err
@@ -165,7 +173,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	v := findVerb(verbName)
 	if v == nil {
-		return usagef("", "unknown verb %q", verbName)
+		return unknownVerbf("unknown verb %q", verbName)
 	}
 	switch v.name {
 	case "stop":
@@ -219,7 +227,8 @@ func firstVerb(args []string) string {
 }
 
 // flagsGoWith fails, as a usage error, when a flag was given that verb does
-// not take (allowed names those it does).
+// not take (allowed names those it does), or -database or -owner was given
+// empty.
 func flagsGoWith(verb string, o options, allowed ...string) error {
 	goesWith := map[string]string{
 		"database":        "every verb but stop and help",
@@ -237,6 +246,23 @@ func flagsGoWith(verb string, o options, allowed ...string) error {
 			return usagef(verb, "%s works on the local server under %s/ only: it takes no -database", verb, localDir)
 		}
 		return usagef(verb, "-%s goes with %s, not %s", name, goesWith[name], verb)
+	}
+	// Given empty (an unset shell variable, say), it must not fall back to
+	// DATABASE_URL or the local server: that is another database.
+	if o.given["database"] && o.dbURL == "" {
+		return &usageError{verb: verb, oneLine: true,
+			err: errors.New("-database is empty: give a URL, or leave -database out to use DATABASE_URL or the local server")}
+	}
+	// Likewise -owner: given empty it would read or write as no owner.
+	if o.given["owner"] && o.owner == "" {
+		instead := "give the owner to import the conversations for"
+		switch verb {
+		case "export":
+			instead = "give the conversation's owner, or leave -owner out to read as a member of convo_reader or convo_admin"
+		case "restore":
+			instead = "give the document's owner, or leave -owner out to restore for the owner the document names"
+		}
+		return &usageError{verb: verb, oneLine: true, err: fmt.Errorf("-owner is empty: %s", instead)}
 	}
 	return nil
 }
@@ -523,7 +549,10 @@ func importExport(ctx context.Context, format, owner, flagURL string, asJSON boo
 			sum.Print(os.Stdout)
 		}
 	}
+	var fileErr *chatimport.FileError
 	switch {
+	case errors.As(err, &fileErr) && sum == nil:
+		return fmt.Errorf("%s: %w; nothing was imported", verb, err)
 	case err != nil:
 		return fmt.Errorf("%s stopped: %w", verb, err)
 	case len(sum.Refused) > 0 && sum.Imported+sum.Present == 0:

@@ -93,7 +93,8 @@ func TestUsageListsEveryVerb(t *testing.T) {
 }
 
 // TestReportExitCodes: a usage error exits 2 and prints its message once,
-// then the verb's usage once; any other error exits 1 with its message.
+// then the verb's usage once (an unknown verb: the verbs' names, no usage);
+// any other error exits 1 with its message.
 func TestReportExitCodes(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
@@ -104,6 +105,11 @@ func TestReportExitCodes(t *testing.T) {
 	if !strings.HasPrefix(out, "migrate: goto needs the version V\n\nusage: go run ./cmd/migrate [-database URL] goto V") ||
 		strings.Count(out, "goto needs") != 1 || strings.Count(out, "usage: ") != 1 {
 		t.Fatalf("usage error printed:\n%s", out)
+	}
+	b.Reset()
+	if code := report(unknownVerbf("unknown verb %q", "bogus"), &b); code != 2 ||
+		!strings.HasPrefix(b.String(), "migrate: unknown verb \"bogus\"\nverbs: up, down,") || strings.Contains(b.String(), "usage: ") {
+		t.Fatalf("unknown verb: exit %d, printed:\n%s", code, b.String())
 	}
 	b.Reset()
 	if code := report(errors.New("boom"), &b); code != 1 || b.String() != "migrate: boom\n" {
@@ -119,7 +125,7 @@ func TestReportExitCodes(t *testing.T) {
 func TestShellQuote(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{"pgconvo": "pgconvo", "my-db_2": "my-db_2", "it's": `'it'\''s'`,
-		"postgres://a@b/c": "'postgres://a@b/c'", "": ""} {
+		"postgres://a@b/c": "'postgres://a@b/c'", "/tmp/conversations.json": "/tmp/conversations.json", "": ""} {
 		if got := shellQuote(in); got != want {
 			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want)
 		}

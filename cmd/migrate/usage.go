@@ -152,7 +152,7 @@ pending migration needs one it lacks.
 The database is -database, else $DATABASE_URL, else a local server under
 .pgconvo/: up (or goto) makes one from the installed PostgreSQL binaries,
 every verb starts it when it is stopped, stop stops it, stop -purge
-removes it.
+removes it. -database given empty is refused (it falls back to neither).
 
 Exit status: 0 done, 1 failed (the message says what to do), 2 a usage
 error. `+"`%s help VERB`"+` says more of one verb.
@@ -190,10 +190,14 @@ func capitalize(s string) string {
 }
 
 // usageError is a command line that cannot run as written: exit code 2,
-// the message, and the usage of verb (every verb's when verb is "").
+// the message, and the usage of verb (every verb's when verb is ""), or,
+// for a verb that does not exist, the verbs' names (listVerbs), or nothing
+// more when the message says all there is to do (oneLine).
 type usageError struct {
-	verb string
-	err  error
+	verb      string
+	err       error
+	listVerbs bool
+	oneLine   bool
 }
 
 func (e *usageError) Error() string { return e.err.Error() }
@@ -202,4 +206,21 @@ func (e *usageError) Unwrap() error { return e.err }
 // usagef returns a usageError for verb.
 func usagef(verb, format string, args ...any) error {
 	return &usageError{verb: verb, err: fmt.Errorf(format, args...)}
+}
+
+// unknownVerbf returns a usageError for a verb that does not exist: the
+// verbs' names follow it, not the whole usage.
+func unknownVerbf(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...), listVerbs: true}
+}
+
+// printVerbList writes the verbs' names, and where to read more.
+func printVerbList(w io.Writer) {
+	names := make([]string, len(verbs))
+	for i, v := range verbs {
+		names[i] = v.name
+	}
+	lines := wrap("verbs: "+strings.Join(names, ", "), 76)
+	fmt.Fprintf(w, "%s\n", strings.Join(lines, "\n  "))
+	fmt.Fprintf(w, "`%s help` prints the whole usage; `help VERB`, one verb's.\n", command)
 }

@@ -78,6 +78,8 @@ var formats = map[string]bool{"chatgpt": true, "openwebui": true, "librechat": t
 // transaction. A conversation the database refuses is rolled back, listed in
 // the summary and skipped; the error is for what stops the run (a file that
 // cannot be read or is not JSON, a lost connection), with the summary so far.
+// A file that is empty or in another format (Detect, on its first
+// conversation) is a *FileError, with no summary when nothing was imported.
 func Run(ctx context.Context, conn *pgx.Conn, opt Options) (*Summary, error) {
 	if !formats[opt.Format] {
 		return nil, fmt.Errorf("unknown format %q", opt.Format)
@@ -112,12 +114,28 @@ func Run(ctx context.Context, conn *pgx.Conn, opt Options) (*Summary, error) {
 			return sum, err
 		}
 		err = Each(bar.reader(r), func(i int, raw json.RawMessage) error {
+			// A file in another format is refused whole, before its first
+			// conversation is sent: each would be refused alike.
+			if found := Detect(raw); i == 0 && found != "" && found != opt.Format {
+				return &FileError{Path: f.path, Format: opt.Format, Found: found}
+			}
 			err := importOne(ctx, conn, opt.Format, opt.Owner, raw, sum, fmt.Sprintf("%s[%d]", f.name, i))
 			bar.done(sum.Imported+sum.Present, len(sum.Refused))
 			return err
 		})
 		r.Close()
-		if err != nil {
+		if errors.Is(err, ErrEmpty) {
+			err = &FileError{Path: f.path, Format: opt.Format}
+		}
+		var fe *FileError
+		switch {
+		case errors.As(err, &fe) && sum.Total() == 0:
+			bar.finish()
+			return nil, err // nothing was imported: no summary to print
+		case errors.As(err, &fe):
+			bar.finish()
+			return sum, err
+		case err != nil:
 			bar.finish()
 			return sum, fmt.Errorf("%s: %w", f.name, err)
 		}

@@ -22,9 +22,13 @@ import (
 // else the top-level object itself, as one conversation. It decodes one
 // conversation at a time, so it holds one conversation and the decoder's
 // buffer, never the file. An error of fn stops it and is returned as is.
+// A text with no JSON value (empty, or whitespace) is ErrEmpty.
 func Each(r io.Reader, fn func(index int, conversation json.RawMessage) error) error {
 	dec := json.NewDecoder(r)
 	tok, err := dec.Token()
+	if err == io.EOF {
+		return ErrEmpty
+	}
 	if err != nil {
 		return fmt.Errorf("reading the JSON: %w", err)
 	}
@@ -110,6 +114,7 @@ type text struct {
 	name string // as the summary names it
 	size int64  // its bytes (uncompressed), for the progress bar
 	open func() (io.ReadCloser, error)
+	path string // as a refusal of the whole file names it: the path given, or the member and its directory or zip
 }
 
 // shardName matches conversations.json and conversations-NNN.json.
@@ -126,10 +131,10 @@ func texts(format, p string) ([]text, io.Closer, error) {
 	}
 	isZip := !fi.IsDir() && filepath.Ext(p) == ".zip"
 	if !fi.IsDir() && !isZip {
-		return []text{{filepath.Base(p), fi.Size(), func() (io.ReadCloser, error) { return os.Open(p) }}}, nil, nil
+		return []text{{filepath.Base(p), fi.Size(), func() (io.ReadCloser, error) { return os.Open(p) }, p}}, nil, nil
 	}
 	if format != "chatgpt" {
-		return nil, nil, fmt.Errorf("%s: an Open WebUI export is one JSON file, not a directory or a zip", p)
+		return nil, nil, fmt.Errorf("%s: %s is one JSON file, not a directory or a zip (only a ChatGPT export comes in shards)", p, Name(format))
 	}
 	var all []text
 	var closer io.Closer
@@ -141,7 +146,7 @@ func texts(format, p string) ([]text, io.Closer, error) {
 		closer = z
 		for _, f := range z.File {
 			if !f.FileInfo().IsDir() {
-				all = append(all, text{f.Name, int64(f.UncompressedSize64), f.Open})
+				all = append(all, text{f.Name, int64(f.UncompressedSize64), f.Open, f.Name + " in " + p})
 			}
 		}
 	} else {
@@ -152,7 +157,7 @@ func texts(format, p string) ([]text, io.Closer, error) {
 		for _, e := range entries {
 			name := filepath.Join(p, e.Name())
 			if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
-				all = append(all, text{e.Name(), info.Size(), func() (io.ReadCloser, error) { return os.Open(name) }})
+				all = append(all, text{e.Name(), info.Size(), func() (io.ReadCloser, error) { return os.Open(name) }, name})
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package stress
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgconvo/pgconvo/internal/pgtest"
@@ -144,12 +146,32 @@ SELECT jsonb_build_object(
               FROM convo.tool_effect_calls l WHERE l.conversation_id = c.id),
   'effects', (SELECT coalesce(jsonb_agg(jsonb_build_object('id', e.id, 'state', e.state, 'repeats', e.repeats_effect_id,
                      'external_ref', e.external_ref, 'amount', e.amount_minor, 'currency', e.currency, 'tool', e.tool_name)), '[]')
-                FROM convo.tool_effects e WHERE e.conversation_id = c.id),
-  'orphans', (SELECT coalesce(jsonb_agg(jsonb_build_object('effect', o.effect_id, 'tool_call_ids', o.tool_call_ids,
-                     'external_ref', o.external_ref, 'amount', o.amount_minor, 'currency', o.currency, 'tool', o.tool_name)), '[]')
-                FROM convo.orphaned_applied_effects o WHERE o.conversation_id = c.id)
+                FROM convo.tool_effects e WHERE e.conversation_id = c.id)
 )::text
 FROM convo.conversations c WHERE c.id = $1`
+
+// orphViewQuery reads the view's rows of a conversation. It runs as the
+// application reads it (orphReadView): as convo_app with the owner set. A
+// superuser sees every owner, and the view computes all their rows before
+// the conversation's are picked out, so each read would grow with every
+// tree of the batch.
+const orphViewQuery = `
+SELECT coalesce(jsonb_agg(jsonb_build_object('effect', o.effect_id, 'tool_call_ids', o.tool_call_ids,
+         'external_ref', o.external_ref, 'amount', o.amount_minor, 'currency', o.currency, 'tool', o.tool_name)), '[]')::text
+  FROM convo.orphaned_applied_effects o WHERE o.conversation_id = $1`
+
+// orphReadView returns orphViewQuery's JSON for conv of owner, read in a
+// transaction as convo_app with convo.owner_id set.
+func orphReadView(ctx context.Context, db *pgxpool.Pool, owner, conv string) (string, error) {
+	var raw string
+	err := pgtest.InOwnerTx(db, owner, func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL ROLE convo_app`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, orphViewQuery, conv).Scan(&raw)
+	})
+	return raw, err
+}
 
 // orphCall is a tool call in the Go model.
 type orphCall struct {
@@ -203,7 +225,8 @@ func runOrphanTree(t *testing.T, db *pgxpool.Pool, seed uint64, steps int, stats
 	if seed%3 != 0 {
 		prompt = "You sell credits."
 	}
-	conv := pgtest.CreateConversation(t, db, fmt.Sprintf("owner-%d", seed), prompt)
+	owner := fmt.Sprintf("owner-%d", seed)
+	conv := pgtest.CreateConversation(t, db, owner, prompt)
 	m := &orphModel{parent: map[string]string{}, role: map[string]string{},
 		state: map[string]string{}, byKey: map[string]string{}}
 	addMessage := func(id, parent, role string) {
@@ -323,6 +346,11 @@ func runOrphanTree(t *testing.T, db *pgxpool.Pool, seed uint64, steps int, stats
 		var st orphState
 		if err := json.Unmarshal([]byte(raw), &st); err != nil {
 			t.Fatalf("%s: decoding the state: %v", where, err)
+		}
+		if raw, err := orphReadView(t.Context(), db, owner, conv); err != nil {
+			t.Fatalf("%s: reading orphaned_applied_effects: %v", where, err)
+		} else if err := json.Unmarshal([]byte(raw), &st.Orphans); err != nil {
+			t.Fatalf("%s: decoding orphaned_applied_effects: %v", where, err)
 		}
 		orphCheckModel(t, where, m, &st, pendingCalls, stats)
 		orphCheckView(t, where, &st, stats)

@@ -240,15 +240,16 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 				"digest": nil, "imported_by": "web", "imported_at": c["created_at"], "import_id": nil}}
 		}), []string{"messages: message", "2099", "after the import"}},
 	}
+	// One database for every case: each restores in a transaction of its
+	// own that is rolled back, so a document wrongly accepted does not
+	// stand in the way of the next, and the database ends as it began.
+	dst := newDB(t)
+	exportTools(t, dst)
+	admin := loginAs(t, dst, "convo_admin")
+	before := fingerprint(t, dst)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			// A database each, so that a document wrongly accepted does
-			// not stand in the way of the next.
-			dst := newDB(t)
-			exportTools(t, dst)
-			admin := loginAs(t, dst, "convo_admin")
-			before := fingerprint(t, dst)
-			_, err := importAs(admin, "owner-1", "conversation", c.doc)
+			err, good := restoreRolledBack(t, admin, "owner-1", c.doc, doc)
 			requireSQLState(t, err, "CV011")
 			detail := pgError(t, err).Detail
 			for _, m := range c.mentions {
@@ -256,18 +257,44 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 					t.Errorf("DETAIL %q does not name %q", detail, m)
 				}
 			}
-			requireFingerprint(t, dst, "the refused restore", before)
-			if _, err := importAs(admin, "owner-1", "conversation", doc); err != nil {
-				t.Fatalf("the good document after it: %v", err)
+			if good != nil {
+				t.Fatalf("the good document after it: %v", good)
 			}
 		})
 	}
-	dst := newDB(t)
-	exportTools(t, dst)
-	if _, err := importAs(loginAs(t, dst, "convo_admin"), "owner-1", "conversation", doc); err != nil {
+	requireFingerprint(t, dst, "the refused restores, rolled back", before)
+	if _, err := importAs(admin, "owner-1", "conversation", doc); err != nil {
 		t.Fatalf("the good document: %v", err)
 	}
 	requireEqual(t, "failing checks after the restore", failingChecks(t, dst), "")
+}
+
+// restoreRolledBack restores bad, then good, as owner through pool, in one
+// transaction that it rolls back: bad in a savepoint, rolled back to after
+// it (a refused statement writes nothing), good after it. It returns each
+// restore's error.
+func restoreRolledBack(t testing.TB, pool *pgxpool.Pool, owner, bad, good string) (badErr, goodErr error) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	restore := func(doc string) error {
+		var id string
+		return tx.QueryRow(ctx, `SELECT `+importFn("conversation")+`($1, $2::jsonb)::text`, owner, doc).Scan(&id)
+	}
+	for _, stmt := range []string{`SELECT set_config('convo.owner_id', '` + owner + `', true)`, `SAVEPOINT bad`} {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	badErr = restore(bad)
+	if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT bad`); err != nil {
+		t.Fatal(err)
+	}
+	return badErr, restore(good)
 }
 
 // TestMoveHeadReservesImport: 'import' begins an imported conversation's

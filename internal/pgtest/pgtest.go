@@ -8,9 +8,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +48,7 @@ func ServerURL() string {
 // PGCONVO_TEST_DATABASE_URL is set, runs the tests, stops the server and
 // returns the exit code.
 func Main(m *testing.M) int {
+	parallelByDefault()
 	if url := os.Getenv(DatabaseEnv); url != "" {
 		serverURL = url
 		return m.Run()
@@ -65,6 +69,21 @@ func Main(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// parallelByDefault sets -test.parallel, unless it was given, to twice the
+// number of CPUs and at least 4. Go's default is the number of CPUs, but a
+// test here spends most of its time waiting on the server, a psql or a
+// build, so as many tests as CPUs leave the CPUs idle. Each test has a
+// database of its own, so running more at once changes what runs beside
+// what, not what a test sees.
+func parallelByDefault() {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
+	}
 }
 
 // createRoles migrates a throwaway database of a new server once, before

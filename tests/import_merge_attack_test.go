@@ -1,0 +1,137 @@
+package tests
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// mergeNode is one ChatGPT node of the merge attack tests: its key, its
+// parent's key ("" under the message-less root), role, text and time.
+type mergeNode struct {
+	key, parent, role, text string
+	at                      float64
+}
+
+// mergeDoc writes nodes as a ChatGPT conversation with source id src under
+// a message-less root, its current_node head.
+func mergeDoc(t testing.TB, src, head string, nodes []mergeNode) string {
+	t.Helper()
+	children := map[string][]any{}
+	for _, n := range nodes {
+		p := n.parent
+		if p == "" {
+			p = "root"
+		}
+		children[p] = append(children[p], n.key)
+	}
+	kids := func(k string) []any {
+		if c := children[k]; c != nil {
+			return c
+		}
+		return []any{}
+	}
+	mapping := map[string]any{"root": map[string]any{"id": "root", "parent": nil, "message": nil, "children": kids("root")}}
+	for _, n := range nodes {
+		p := n.parent
+		if p == "" {
+			p = "root"
+		}
+		mapping[n.key] = map[string]any{"id": n.key, "parent": p, "children": kids(n.key), "message": map[string]any{
+			"author": map[string]any{"role": n.role}, "create_time": n.at,
+			"content": map[string]any{"content_type": "text", "parts": []any{n.text}}}}
+	}
+	return encodeJSON(t, map[string]any{"id": src, "title": "Merge", "create_time": 50, "current_node": head, "mapping": mapping})
+}
+
+// TestImportMergeHeadIsTheLatestNamed: whatever the node keys (so whatever
+// order the source's keys sort in against the messages' order), a merge
+// moves the head to the import's only when the import's is later, and two
+// imports in either order end at the same head, the later of the two they
+// named; each merge logs a head move only when it moved, and self_check
+// stays clean. (The import's head time was read at a node's position used
+// as a message's: one merge kept an earlier head, the other moved the head
+// back to an earlier message, and the two orders ended apart.)
+func TestImportMergeHeadIsTheLatestNamed(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name          string
+		first, second string
+		want          string // the node key of the head at the end
+	}{
+		{
+			// The second adds a later answer and names it: the head moves.
+			name:   "a later head is taken",
+			first:  mergeDoc(t, "head-src", "z2", []mergeNode{{"z1", "", "user", "Q", 100}, {"z2", "z1", "assistant", "A", 200}}),
+			second: mergeDoc(t, "head-src", "a3", []mergeNode{{"z1", "", "user", "Q", 100}, {"z2", "z1", "assistant", "A", 200}, {"a3", "z1", "assistant", "A again", 300}}),
+			want:   "a3",
+		},
+		{
+			// The second names an earlier answer (and adds a later leaf it
+			// does not name): the head stays.
+			name:   "an earlier head is not taken",
+			first:  mergeDoc(t, "head-src", "b5", []mergeNode{{"b1", "", "user", "Q", 100}, {"b5", "b1", "assistant", "A", 500}}),
+			second: mergeDoc(t, "head-src", "c0", []mergeNode{{"b1", "", "user", "Q", 100}, {"b5", "b1", "assistant", "A", 500}, {"b2", "b5", "user", "More", 900}, {"c0", "b1", "assistant", "Other", 200}}),
+			want:   "b5",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			db := newDB(t)
+			web := loginAs(t, db, "convo_app")
+			for i, order := range [][2]string{{c.first, c.second}, {c.second, c.first}} {
+				owner := []string{"alice", "bob"}[i]
+				conv := mustImport(t, web, owner, "chatgpt", order[0])
+				requireEqual(t, "the merge's conversation", mustImport(t, web, owner, "chatgpt", order[1]), conv)
+				requireEqual(t, owner+"'s head", queryRow[string](t, db, `SELECT o.node_key FROM convo.conversations c
+					JOIN convo.import_origins o ON o.conversation_id = c.id AND o.message_id = c.head_message_id
+					WHERE c.id = $1`, conv), c.want)
+				moves := queryRow[int64](t, db, `SELECT count(*) FROM convo.head_history($1)`, conv)
+				if moves < 1 || moves > 2 {
+					t.Fatalf("%s: %d head moves after two imports", owner, moves)
+				}
+			}
+			requireEqual(t, "self_check", failingChecks(t, db), "")
+		})
+	}
+}
+
+// chainNodes is a linear chat of n turns, keys and texts prefixed with
+// tag, times from t0 a second apart, hanging under parent ("": a root).
+func chainNodes(tag, parent string, n int, t0 float64) []mergeNode {
+	out := make([]mergeNode, n)
+	for i := range out {
+		out[i] = mergeNode{fmt.Sprintf("%s%05d", tag, i), parent, []string{"user", "assistant"}[i%2], fmt.Sprintf("%s turn %d", tag, i), t0 + float64(i)}
+		parent = out[i].key
+	}
+	return out
+}
+
+// TestImportMergeCostIsLinear: a merge of 5,000 new messages (a chain under
+// the conversation's first message, so each new one is the first child of
+// its parent in the import and its branch reason is looked up among the
+// stored) into a conversation of 5,000 costs about what importing 10,000
+// anew does, not a scan of the conversation per new message. The bound is
+// generous (four times the fresh import, and at least 3 s over it).
+func TestImportMergeCostIsLinear(t *testing.T) {
+	t.Parallel()
+	const n = 5000
+	db := newDB(t)
+	web := loginAs(t, db, "convo_app")
+	base := chainNodes("a", "", n, 1000)
+	more := chainNodes("b", base[0].key, n, 100000)
+	timed := func(owner, doc string) time.Duration {
+		start := time.Now()
+		mustImport(t, web, owner, "chatgpt", doc)
+		return time.Since(start)
+	}
+	fresh := timed("fresh", mergeDoc(t, "cost-src", more[n-1].key, append(append([]mergeNode{}, base...), more...)))
+	conv := mustImport(t, web, "alice", "chatgpt", mergeDoc(t, "cost-src", base[n-1].key, base))
+	merge := timed("alice", mergeDoc(t, "cost-src", more[n-1].key, append([]mergeNode{base[0]}, more...)))
+	requireEqual(t, "messages after the merge", queryRow[int64](t, db, `SELECT count(*) FROM convo.messages WHERE conversation_id = $1`, conv), int64(2*n))
+	t.Logf("import of %d anew: %v; merge of %d into %d: %v", 2*n, fresh, n, n, merge)
+	if merge > 4*fresh && merge > fresh+3*time.Second {
+		t.Fatalf("a merge of %d into %d took %v, an import of %d anew %v", n, n, merge, 2*n, fresh)
+	}
+}

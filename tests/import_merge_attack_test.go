@@ -1,9 +1,14 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // mergeNode is one ChatGPT node of the merge attack tests: its key, its
@@ -134,4 +139,93 @@ func TestImportMergeCostIsLinear(t *testing.T) {
 	if merge > 4*fresh && merge > fresh+3*time.Second {
 		t.Fatalf("a merge of %d into %d took %v, an import of %d anew %v", n, n, merge, 2*n, fresh)
 	}
+}
+
+// mergedStory imports a chat as owner-1, appends an answer through the API
+// (the head), then merges a later export of the chat whose new head is
+// dated ahead of the import (so it is the import's time, later than the
+// appended answer): three head moves, import, append, import.
+func mergedStory(t testing.TB, db *pgxpool.Pool) string {
+	t.Helper()
+	web := loginAs(t, db, "convo_app")
+	first := []mergeNode{{"q1", "", "user", "Q", 100}, {"a1", "q1", "assistant", "A", 200}}
+	conv := mustImport(t, web, "owner-1", "chatgpt", mergeDoc(t, "story-src", "a1", first))
+	appendMsg(t, db, conv, "user", textParts("Asked here"))
+	mustImport(t, web, "owner-1", "chatgpt", mergeDoc(t, "story-src", "q2",
+		append(first, mergeNode{"q2", "a1", "user", "Asked there", 4e9})))
+	requireSlice(t, "head moves", queryRowsAs[string](t, db, `SELECT reason FROM convo.head_history($1) ORDER BY seq`, conv),
+		[]string{"import", "append", "import"})
+	return conv
+}
+
+// TestExportRoundTripOfAMergedConversation: a conversation an import
+// created, the API went on and a merge extended (with its own import record
+// and head move) restores into a fresh database row for row, exports the
+// same again, and self_check is clean; and a restore refuses (CV011,
+// writing nothing) a document whose merge history lies: the merge's head
+// move at a message no import wrote, or naming the first import for the
+// second's message.
+func TestExportRoundTripOfAMergedConversation(t *testing.T) {
+	t.Parallel()
+	src, dst := newDB(t), newDB(t)
+	conv := mergedStory(t, src)
+	requireEqual(t, "import records", queryRow[int64](t, src, `SELECT count(*) FROM convo.imports WHERE conversation_id = $1`, conv), int64(2))
+	doc := exportAs(t, src, "", conv)
+	admin := loginAs(t, dst, "convo_admin")
+
+	var imports []map[string]any
+	var appended, merged string
+	editExport(t, doc, func(x map[string]any) {
+		for _, r := range x["imports"].([]any) {
+			imports = append(imports, r.(map[string]any))
+		}
+		for _, r := range x["messages"].([]any) {
+			m := r.(map[string]any)
+			if m["import_id"] == nil {
+				appended = m["id"].(string)
+			} else if m["created_at"] != nil && strings.HasPrefix(m["created_at"].(string), "2") && m["parent_id"] != nil && m["role"] == "user" && m["depth"].(json.Number).String() == "2" {
+				merged = m["id"].(string)
+			}
+		}
+	})
+	if len(imports) != 2 || appended == "" || merged == "" {
+		t.Fatalf("the export: %d import records, appended %q, merged %q", len(imports), appended, merged)
+	}
+	sort.Slice(imports, func(i, j int) bool { return imports[i]["imported_at"].(string) < imports[j]["imported_at"].(string) })
+	firstImport := imports[0]["id"].(string)
+
+	before := fingerprint(t, dst)
+	for _, c := range []struct {
+		name string
+		edit func(x map[string]any)
+	}{
+		{"the merge's message named as the first import's", func(x map[string]any) {
+			for _, r := range x["messages"].([]any) {
+				if m := r.(map[string]any); m["id"] == merged {
+					m["import_id"] = firstImport
+				}
+			}
+		}},
+		{"the API's head move told as the merge's", func(x map[string]any) {
+			for _, r := range x["head_log"].([]any) {
+				if l := r.(map[string]any); l["head_message_id"] == appended {
+					l["reason"], l["import_id"] = "import", imports[1]["id"]
+				}
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := importAs(admin, "owner-1", "conversation", editExport(t, doc, c.edit))
+			requireSQLState(t, err, "CV011")
+			requireFingerprint(t, dst, c.name, before)
+		})
+	}
+
+	if _, err := importAs(admin, "owner-1", "conversation", doc); err != nil {
+		t.Fatalf("restoring the merged conversation: %v", err)
+	}
+	requireSameRows(t, conv, conversationRows(t, src, conv, assigned...), conversationRows(t, dst, conv, assigned...))
+	requireEqual(t, "the export of the restored conversation", restoredDoc(t, exportAs(t, dst, "", conv)), restoredDoc(t, doc))
+	requireEqual(t, "self_check of the source", failingChecks(t, src), "")
+	requireEqual(t, "self_check of the restore", failingChecks(t, dst), "")
 }

@@ -229,3 +229,31 @@ func TestExportRoundTripOfAMergedConversation(t *testing.T) {
 	requireEqual(t, "self_check of the source", failingChecks(t, src), "")
 	requireEqual(t, "self_check of the restore", failingChecks(t, dst), "")
 }
+
+// TestImportMergeBranchReasonsByTheFirstStored: a merge's new sibling takes
+// its branch reason from the first sibling stored (docs/importing.md), also
+// when the import held another stored sibling before it: a user message
+// after a stored assistant answer and a user edit is a branch, not a
+// user_edit of the edit. In either order, every later sibling's reason is
+// by the first one's role.
+func TestImportMergeBranchReasonsByTheFirstStored(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	web := loginAs(t, db, "convo_app")
+	one := mergeDoc(t, "reason-src", "a", []mergeNode{{"q", "", "user", "Q", 100}, {"z", "q", "assistant", "Z", 200}, {"a", "q", "user", "A", 300}})
+	two := mergeDoc(t, "reason-src", "b", []mergeNode{{"q", "", "user", "Q", 100}, {"a", "q", "user", "A", 300}, {"b", "q", "user", "B", 400}})
+	for i, order := range [][2]string{{one, two}, {two, one}} {
+		owner := []string{"alice", "bob"}[i]
+		conv := mustImport(t, web, owner, "chatgpt", order[0])
+		mustImport(t, web, owner, "chatgpt", order[1])
+		requireEqual(t, owner+"'s siblings whose reason is not by the first's role", queryRow[string](t, db, `
+			SELECT coalesce(string_agg(o.node_key || ' ' || m.branch_reason, ', '), '')
+			  FROM convo.messages m
+			  JOIN convo.messages f ON f.conversation_id = m.conversation_id AND f.parent_id IS NOT DISTINCT FROM m.parent_id AND f.sibling_index = 1
+			  JOIN convo.import_origins o ON o.conversation_id = m.conversation_id AND o.message_id = m.id
+			 WHERE m.conversation_id = $1 AND m.sibling_index > 1
+			   AND m.branch_reason <> CASE WHEN m.role = 'user' AND f.role = 'user' THEN 'user_edit'
+			                               WHEN m.role = 'assistant' AND f.role = 'assistant' THEN 'regenerate' ELSE 'branch' END`, conv), "")
+	}
+	requireEqual(t, "self_check", failingChecks(t, db), "")
+}

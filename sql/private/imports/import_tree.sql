@@ -246,7 +246,8 @@ BEGIN
         -- A merge: only the messages not there yet (a node that is there has
         -- its ancestors there too, so what is new hangs under what is there
         -- or under new messages before it), a later sibling's branch reason
-        -- by the first one stored; the head moves to the import's when the
+        -- by the first one stored (not the import's first, which may be a
+        -- later stored one); the head moves to the import's when the
         -- conversation has none or the import's is later (time, then id).
         v_old_head := convo_private.lock_conversation(v_conv);
         -- A conversation imported before messages had these ids (version 40
@@ -260,19 +261,25 @@ BEGIN
                              'import it under another owner to keep both.';
         END IF;
         SELECT array_agg(s.id IS NULL ORDER BY x.i),
-               array_agg(CASE WHEN s.id IS NOT NULL OR x.reason IS NOT NULL OR f.role IS NULL THEN x.reason
+               array_agg(CASE WHEN s.id IS NOT NULL OR f.role IS NULL THEN x.reason
                               WHEN x.role = 'user' AND f.role = 'user' THEN 'user_edit'
                               WHEN x.role = 'assistant' AND f.role = 'assistant' THEN 'regenerate'
                               ELSE 'branch' END ORDER BY x.i)
           INTO m_new, m_reason
           FROM unnest(m_id, m_parent, m_role, m_reason) WITH ORDINALITY AS x (id, parent_id, role, reason, i)
           LEFT JOIN convo.messages s ON s.conversation_id = v_conv AND s.id = x.id
+          -- (One probe of messages_sibling_key each: an OR of the parent's
+          -- two cases read every message of the conversation per message.)
           LEFT JOIN LATERAL (SELECT f.role FROM convo.messages f
-                              WHERE s.id IS NULL AND x.reason IS NULL AND f.conversation_id = v_conv AND f.sibling_index = 1
-                                AND (f.parent_id = x.parent_id OR (x.parent_id IS NULL AND f.parent_id IS NULL))
-                              LIMIT 1) f ON true;
+                              WHERE s.id IS NULL AND x.parent_id IS NULL
+                                AND f.conversation_id = v_conv AND f.parent_id IS NULL AND f.sibling_index = 1
+                             UNION ALL
+                             SELECT f.role FROM convo.messages f
+                              WHERE s.id IS NULL
+                                AND f.conversation_id = v_conv AND f.parent_id = x.parent_id AND f.sibling_index = 1) f ON true;
         v_move := v_head IS NOT NULL AND (v_old_head IS NULL OR coalesce((
-            SELECT (coalesce(h.created_at, m_at[v_pos[array_position(m_id, v_head)]]), v_head)
+            -- (m_at is by message position, as m_id.)
+            SELECT (coalesce(h.created_at, m_at[array_position(m_id, v_head)]), v_head)
                    > (o.created_at, o.id)
               FROM convo.messages o LEFT JOIN convo.messages h ON h.conversation_id = v_conv AND h.id = v_head
              WHERE o.conversation_id = v_conv AND o.id = v_old_head), false));

@@ -26,7 +26,7 @@
 --   message, a generation not before its prompt nor ending before it began;
 --   a message not before its parent unless it came from another product
 --   (an origin), whose times are the source's, but not after the import of
---   its format;
+--   its format nor the one it names; an 'import' head move to such a message;
 --   erasures: one is restored only where every copy of the content from
 --   before it is redacted (the earliest unredacted row of each kind against
 --   the first erasure after it: linear), each place is one erasure writes,
@@ -64,13 +64,17 @@ BEGIN
          ch AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.conversation_changes, p_export -> 'changes')),
          -- Messages that came from another product keep the source's times
          -- (but none after the import of their format): their origin's
-         -- format and the latest import of it in the document.
+         -- format and the latest import of it in the document, and the
+         -- import the message names (a merge's messages are its own, not
+         -- the first import's).
          io AS (SELECT i.format, max(i.imported_at) AS imported_at FROM i GROUP BY i.format),
-         mo AS (SELECT m.*, x.source, x.message_id IS NOT NULL AS imported, io.imported_at AS source_imported_at
+         mo AS (SELECT m.*, x.source, x.message_id IS NOT NULL AS imported, io.imported_at AS source_imported_at,
+                       mi.imported_at AS own_imported_at
                   FROM m
                   LEFT JOIN (SELECT DISTINCT ON (o.message_id) o.message_id, o.source FROM o ORDER BY o.message_id) x
                     ON x.message_id = m.id
-                  LEFT JOIN io ON io.format = x.source),
+                  LEFT JOIN io ON io.format = x.source
+                  LEFT JOIN i mi ON mi.id = m.import_id),
          -- How many rows of each place the document holds, for erasure counts.
          counts (place, n) AS (VALUES
              ('messages', (SELECT count(*) FROM m)),
@@ -235,6 +239,11 @@ BEGIN
                              OR (x.reason = 'import' AND NOT EXISTS (SELECT 1 FROM i WHERE i.id = x.import_id)))
           ORDER BY x.seq LIMIT 1)
         UNION ALL
+        -- An import (or a merge) moves the head only to a message from
+        -- another product, never to one the API wrote.
+        (SELECT format('head_log: row seq %s has reason import, and its head %s came from no import', l.seq, l.head_message_id)
+           FROM l JOIN mo m ON m.id = l.head_message_id WHERE l.reason = 'import' AND NOT m.imported ORDER BY l.seq LIMIT 1)
+        UNION ALL
         -- A log begun by an import is begun by one of the document's
         -- imports from another product (as an origin is written by one).
         (SELECT format('head_log: row seq %s has reason import, and the export has no import from another product', x.seq)
@@ -308,7 +317,7 @@ BEGIN
                        CASE WHEN m.created_at > p_now OR m.imported THEN 'after the import' ELSE 'before the conversation' END)
            FROM mo m
           WHERE m.created_at > p_now OR (NOT m.imported AND m.created_at < v_created)
-             OR (m.imported AND m.created_at > m.source_imported_at) LIMIT 1)
+             OR (m.imported AND (m.created_at > m.source_imported_at OR m.created_at > m.own_imported_at)) LIMIT 1)
         UNION ALL
         (SELECT format('messages: message %s created at %s, before its parent %s (%s)', c.id, c.created_at, p.id, p.created_at)
            FROM mo c JOIN mo p ON p.id = c.parent_id

@@ -1,7 +1,8 @@
 -- 0041_import_merge: the outcome of imports no longer depends on their
 -- order: the same source with other content is merged into the owner's
 -- conversation (message ids from content and parent, the head to the latest
--- head named), no longer CV009.
+-- head named, one index probe per new message), no longer CV009; a restore
+-- holds a merge's rows to their own import.
 
 -- Act as the owner role: a migrating role that is not a superuser becomes
 -- a member for this transaction only (it needs CREATEROLE for that).
@@ -619,7 +620,8 @@ BEGIN
         -- A merge: only the messages not there yet (a node that is there has
         -- its ancestors there too, so what is new hangs under what is there
         -- or under new messages before it), a later sibling's branch reason
-        -- by the first one stored; the head moves to the import's when the
+        -- by the first one stored (not the import's first, which may be a
+        -- later stored one); the head moves to the import's when the
         -- conversation has none or the import's is later (time, then id).
         v_old_head := convo_private.lock_conversation(v_conv);
         -- A conversation imported before messages had these ids (version 40
@@ -633,19 +635,25 @@ BEGIN
                              'import it under another owner to keep both.';
         END IF;
         SELECT array_agg(s.id IS NULL ORDER BY x.i),
-               array_agg(CASE WHEN s.id IS NOT NULL OR x.reason IS NOT NULL OR f.role IS NULL THEN x.reason
+               array_agg(CASE WHEN s.id IS NOT NULL OR f.role IS NULL THEN x.reason
                               WHEN x.role = 'user' AND f.role = 'user' THEN 'user_edit'
                               WHEN x.role = 'assistant' AND f.role = 'assistant' THEN 'regenerate'
                               ELSE 'branch' END ORDER BY x.i)
           INTO m_new, m_reason
           FROM unnest(m_id, m_parent, m_role, m_reason) WITH ORDINALITY AS x (id, parent_id, role, reason, i)
           LEFT JOIN convo.messages s ON s.conversation_id = v_conv AND s.id = x.id
+          -- (One probe of messages_sibling_key each: an OR of the parent's
+          -- two cases read every message of the conversation per message.)
           LEFT JOIN LATERAL (SELECT f.role FROM convo.messages f
-                              WHERE s.id IS NULL AND x.reason IS NULL AND f.conversation_id = v_conv AND f.sibling_index = 1
-                                AND (f.parent_id = x.parent_id OR (x.parent_id IS NULL AND f.parent_id IS NULL))
-                              LIMIT 1) f ON true;
+                              WHERE s.id IS NULL AND x.parent_id IS NULL
+                                AND f.conversation_id = v_conv AND f.parent_id IS NULL AND f.sibling_index = 1
+                             UNION ALL
+                             SELECT f.role FROM convo.messages f
+                              WHERE s.id IS NULL
+                                AND f.conversation_id = v_conv AND f.parent_id = x.parent_id AND f.sibling_index = 1) f ON true;
         v_move := v_head IS NOT NULL AND (v_old_head IS NULL OR coalesce((
-            SELECT (coalesce(h.created_at, m_at[v_pos[array_position(m_id, v_head)]]), v_head)
+            -- (m_at is by message position, as m_id.)
+            SELECT (coalesce(h.created_at, m_at[array_position(m_id, v_head)]), v_head)
                    > (o.created_at, o.id)
               FROM convo.messages o LEFT JOIN convo.messages h ON h.conversation_id = v_conv AND h.id = v_head
              WHERE o.conversation_id = v_conv AND o.id = v_old_head), false));
@@ -717,7 +725,7 @@ $$;
 --   message, a generation not before its prompt nor ending before it began;
 --   a message not before its parent unless it came from another product
 --   (an origin), whose times are the source's, but not after the import of
---   its format;
+--   its format nor the one it names; an 'import' head move to such a message;
 --   erasures: one is restored only where every copy of the content from
 --   before it is redacted (the earliest unredacted row of each kind against
 --   the first erasure after it: linear), each place is one erasure writes,
@@ -755,13 +763,17 @@ BEGIN
          ch AS (SELECT * FROM jsonb_populate_recordset(NULL::convo.conversation_changes, p_export -> 'changes')),
          -- Messages that came from another product keep the source's times
          -- (but none after the import of their format): their origin's
-         -- format and the latest import of it in the document.
+         -- format and the latest import of it in the document, and the
+         -- import the message names (a merge's messages are its own, not
+         -- the first import's).
          io AS (SELECT i.format, max(i.imported_at) AS imported_at FROM i GROUP BY i.format),
-         mo AS (SELECT m.*, x.source, x.message_id IS NOT NULL AS imported, io.imported_at AS source_imported_at
+         mo AS (SELECT m.*, x.source, x.message_id IS NOT NULL AS imported, io.imported_at AS source_imported_at,
+                       mi.imported_at AS own_imported_at
                   FROM m
                   LEFT JOIN (SELECT DISTINCT ON (o.message_id) o.message_id, o.source FROM o ORDER BY o.message_id) x
                     ON x.message_id = m.id
-                  LEFT JOIN io ON io.format = x.source),
+                  LEFT JOIN io ON io.format = x.source
+                  LEFT JOIN i mi ON mi.id = m.import_id),
          -- How many rows of each place the document holds, for erasure counts.
          counts (place, n) AS (VALUES
              ('messages', (SELECT count(*) FROM m)),
@@ -926,6 +938,11 @@ BEGIN
                              OR (x.reason = 'import' AND NOT EXISTS (SELECT 1 FROM i WHERE i.id = x.import_id)))
           ORDER BY x.seq LIMIT 1)
         UNION ALL
+        -- An import (or a merge) moves the head only to a message from
+        -- another product, never to one the API wrote.
+        (SELECT format('head_log: row seq %s has reason import, and its head %s came from no import', l.seq, l.head_message_id)
+           FROM l JOIN mo m ON m.id = l.head_message_id WHERE l.reason = 'import' AND NOT m.imported ORDER BY l.seq LIMIT 1)
+        UNION ALL
         -- A log begun by an import is begun by one of the document's
         -- imports from another product (as an origin is written by one).
         (SELECT format('head_log: row seq %s has reason import, and the export has no import from another product', x.seq)
@@ -999,7 +1016,7 @@ BEGIN
                        CASE WHEN m.created_at > p_now OR m.imported THEN 'after the import' ELSE 'before the conversation' END)
            FROM mo m
           WHERE m.created_at > p_now OR (NOT m.imported AND m.created_at < v_created)
-             OR (m.imported AND m.created_at > m.source_imported_at) LIMIT 1)
+             OR (m.imported AND (m.created_at > m.source_imported_at OR m.created_at > m.own_imported_at)) LIMIT 1)
         UNION ALL
         (SELECT format('messages: message %s created at %s, before its parent %s (%s)', c.id, c.created_at, p.id, p.created_at)
            FROM mo c JOIN mo p ON p.id = c.parent_id

@@ -189,7 +189,7 @@ func TestRegisterToolRaceInRepeatableRead(t *testing.T) {
 		_, err := txB.Exec(ctx, `SELECT convo.register_tool('lookup', false, '{"type": "object", "title": "other"}')`)
 		done <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // B waits for A's lock on the name
+	waitForLock(t, db, b.PgConn().PID()) // B waits for A's lock on the name
 	if err := txA.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -236,7 +236,7 @@ func TestReceiptApplyIsAtomicWithTheMutation(t *testing.T) {
 		_, err := insertAndApply(tx2, dup.ID, "TCK-RACE")
 		done <- err
 	}()
-	waitUntilBlocked(t, db, pid2)
+	waitForLock(t, db, uint32(pid2))
 	if err := tx1.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -248,19 +248,6 @@ func TestReceiptApplyIsAtomicWithTheMutation(t *testing.T) {
 	}
 	_ = tx2.Rollback(ctx)
 	requireCount(t, db, 1, `SELECT count(*) FROM followups WHERE ticket_id = 'TCK-RACE'`)
-}
-
-// waitUntilBlocked waits until backend pid waits for a lock.
-func waitUntilBlocked(t testing.TB, db *pgxpool.Pool, pid int32) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if queryRow[bool](t, db, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock')`, int64(pid)) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("backend %d never waited for a lock", pid)
 }
 
 // TestReceiptModelCannotRetargetTicket (seed test 2): arguments that name

@@ -442,13 +442,18 @@ func TestRestoreRetriedWhileTheFirstIsOpen(t *testing.T) {
 	requireCount(t, dst, 1, `SELECT count(*) FROM convo.imports WHERE conversation_id = $1 AND format = 'pgconvo'`, conv)
 }
 
-// waitForLock returns once backend pid waits for a lock (polling, with no
-// time asserted: a test that never sees it fails when go test times out).
+// waitForLock returns once backend pid waits for a lock, polling up to
+// 3000 times (a generous bound on a busy machine, counted, not timed), and
+// fails saying so when it never does.
 func waitForLock(t testing.TB, db *pgxpool.Pool, pid uint32) {
 	t.Helper()
-	for queryRow[int64](t, db, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, int64(pid)) == 0 {
+	for i := 0; i < 3000; i++ {
+		if queryRow[int64](t, db, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, int64(pid)) > 0 {
+			return
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	t.Fatalf("backend %d was not seen waiting for a lock in 3000 looks", pid)
 }
 
 // openOwnerTx begins a transaction on pool that names owner, rolled back

@@ -30,9 +30,12 @@ import (
 // effect has calls on several branches). The test also models the ledger
 // decisions in Go (execute, reuse, confirm and which effect a re-run
 // repeats) and the tree, and checks that the tables agree with the model.
+// $PGCONVO_ORPHAN_TREES sets how many trees (default 150, in batches of 30,
+// a database each), each of 24 steps.
 func TestOrphanedMatchesReferenceOnRandomTrees(t *testing.T) {
 	t.Parallel()
-	const batches, perBatch, steps = 10, 30, 24
+	const perBatch, steps = 30, 24
+	batches := (envCount(t, "PGCONVO_ORPHAN_TREES", 150) + perBatch - 1) / perBatch
 	var mu sync.Mutex
 	total := orphStats{}
 	t.Run("batches", func(t *testing.T) {

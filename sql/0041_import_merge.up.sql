@@ -3,6 +3,7 @@
 -- conversation (message ids from content and parent, the head to the latest
 -- head named, one index probe per new message), no longer CV009; a restore
 -- holds a merge's rows to their own import.
+-- A restore refuses, naming it, a rejected call whose effect is no rejection.
 
 -- Act as the owner role: a migrating role that is not a superuser becomes
 -- a member for this transaction only (it needs CREATEROLE for that).
@@ -704,7 +705,8 @@ $$;
 -- links and amounts) is ledger_problems', after. In one pass each:
 --   references: every id the document names is in it, and the chains hold
 --   (parents, depths, the head log ending at the head, effects' events from
---   'requested' to their state, each effect created by one call); an
+--   'requested' to their state, each effect created by one call, a
+--   rejected one's a rejection); an
 --   origin's format has an import in the document's record of imports;
 --   numbers: a head-log, change or event seq is there and appears once
 --   (import_conversation renumbers them, keeping their order);
@@ -883,6 +885,15 @@ BEGIN
                   GROUP BY e.id) x
           WHERE x.n <> 1 LIMIT 1)
         UNION ALL
+        -- A rejected call made a failed effect that repeats none and was
+        -- never confirmed (record_tool_call); a confirmation on it would
+        -- meet a CHECK of tool_effects, naming no row. (How the other
+        -- decisions began is ledger_problems', after.)
+        (SELECT format('tool_calls: call %s decided rejected, but its effect %s is no rejection (a failed effect, repeating none, never confirmed)',
+                       k.tool_call_id, e.id)
+           FROM k JOIN e ON e.id = k.effect_id
+          WHERE k.decision = 'rejected'
+            AND (e.state IS DISTINCT FROM 'failed' OR e.repeats_effect_id IS NOT NULL OR e.confirmed_by IS NOT NULL) LIMIT 1)        UNION ALL
         (SELECT format('effects: effect %s repeats effect %s, which is not in the export', e.id, e.repeats_effect_id)
            FROM e WHERE e.repeats_effect_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM e r WHERE r.id = e.repeats_effect_id) LIMIT 1)
         UNION ALL

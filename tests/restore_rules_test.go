@@ -185,6 +185,9 @@ func TestRestoreRefusesImpossibleRows(t *testing.T) {
 		{"the creating call of an effect said reuse", edit(func(x map[string]any) {
 			docRow(t, x, "tool_calls", "tool_call_id", "call_4")["decision"] = "reuse"
 		}), []string{"effects: effect", "0 creating calls"}},
+		{"a confirmed re-run's creating call said rejected", edit(func(x map[string]any) {
+			docRow(t, x, "tool_calls", "decision", "confirm")["decision"] = "rejected"
+		}), []string{"tool_calls: call", "decided rejected, but its effect", "is no rejection"}},
 		{"a first child with a branch reason", edit(func(x map[string]any) {
 			rows(x, "messages")[1]["branch_reason"] = "branch"
 		}), []string{"messages: message " + rows(decodeExport(t, doc), "messages")[1]["id"].(string), "branch_reason branch"}},

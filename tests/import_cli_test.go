@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/pgconvo/pgconvo/internal/chatimport"
 	"github.com/pgconvo/pgconvo/internal/localpg"
+	"github.com/pgconvo/pgconvo/internal/pgtest"
 	"github.com/pgconvo/pgconvo/migrator"
 )
 
@@ -433,15 +433,11 @@ func (c *countingReader) Read(b []byte) (int, error) {
 // server of its own with fsync on, as a deployment commits.
 func TestImportCLIThroughput(t *testing.T) {
 	t.Parallel()
-	n := 200
+	n := pgtest.EnvCount(t, "PGCONVO_IMPORT_CONVERSATIONS", 200)
 	var db *pgxpool.Pool
-	if v := os.Getenv("PGCONVO_IMPORT_CONVERSATIONS"); v == "" {
+	if os.Getenv("PGCONVO_IMPORT_CONVERSATIONS") == "" {
 		db = newDB(t)
 	} else {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			t.Fatalf("PGCONVO_IMPORT_CONVERSATIONS=%q: want a positive number", v)
-		}
 		db = durableDB(t)
 	}
 	f, err := os.Create(filepath.Join(t.TempDir(), "conversations.json"))

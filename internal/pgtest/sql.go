@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -84,6 +86,20 @@ func SQLState(err error) string {
 		return pgErr.Code
 	}
 	return ""
+}
+
+// EnvCount is $name as a positive number, else def; anything else there
+// fails the test. The long tests take their sizes from it.
+func EnvCount(t testing.TB, name string, def int) int {
+	t.Helper()
+	if v := os.Getenv(name); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("%s %q: want a positive number", name, v)
+		}
+		return n
+	}
+	return def
 }
 
 // NewID returns a random version-4 UUID, for client-supplied ids.

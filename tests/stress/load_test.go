@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -34,19 +32,6 @@ import (
 // fails, naming how far it got.
 func loadBound(calls, crashes int) time.Duration {
 	return 5*time.Minute + time.Duration(calls)*10*time.Millisecond + time.Duration(crashes)*10*time.Second
-}
-
-// envCount is $name as a positive number, else def.
-func envCount(t testing.TB, name string, def int) int {
-	t.Helper()
-	if v := os.Getenv(name); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("%s %q: want a positive number", name, v)
-		}
-		return n
-	}
-	return def
 }
 
 // acked returns how many calls the load acknowledged so far.
@@ -248,7 +233,7 @@ func checkLoad(t testing.TB, db *pgxpool.Pool, r *loadRun) {
 // acknowledged call is there once.
 func TestLoad(t *testing.T) {
 	t.Parallel()
-	calls := envCount(t, "PGCONVO_LOAD_CALLS", 2000)
+	calls := pgtest.EnvCount(t, "PGCONVO_LOAD_CALLS", 2000)
 	db := pgtest.NewDB(t)
 	r := setupLoad(t, db, 100)
 	bound, cancelBound := context.WithTimeout(context.Background(), loadBound(calls, 0))
@@ -347,8 +332,8 @@ func TestCrashRecovery(t *testing.T) {
 		defer mu.Unlock()
 		return current
 	}
-	crashesWanted := envCount(t, "PGCONVO_CRASHES", 3)
-	callsWanted := envCount(t, "PGCONVO_LOAD_CALLS", 2000) / 4
+	crashesWanted := pgtest.EnvCount(t, "PGCONVO_CRASHES", 3)
+	callsWanted := pgtest.EnvCount(t, "PGCONVO_LOAD_CALLS", 2000) / 4
 	seed := rand.Uint64()
 	t.Logf("TestCrashRecovery seed %d, until %d crashes and %d acknowledged calls", seed, crashesWanted, callsWanted)
 	rng := rand.New(rand.NewPCG(seed, 0))

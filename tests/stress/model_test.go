@@ -214,22 +214,11 @@ func readModelSettings(t *testing.T) modelSettings {
 		}
 		s.seed = n
 	}
+	s.ops = pgtest.EnvCount(t, "PGCONVO_MODEL_OPS", s.ops)
 	if *modelOpsFlag > 0 {
 		s.ops = *modelOpsFlag
-	} else if v := os.Getenv("PGCONVO_MODEL_OPS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("PGCONVO_MODEL_OPS %q: want a positive number", v)
-		}
-		s.ops = n
 	}
-	if v := os.Getenv("PGCONVO_MODEL_WORKERS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("PGCONVO_MODEL_WORKERS %q: want a positive number", v)
-		}
-		s.workers = n
-	}
+	s.workers = pgtest.EnvCount(t, "PGCONVO_MODEL_WORKERS", s.workers)
 	s.strict = map[string]bool{}
 	s.strict["json"], s.strict["settle"] = true, true // fixed: see modelStrictProbes
 	for _, probe := range strings.Split(os.Getenv("PGCONVO_MODEL_STRICT"), ",") {

@@ -35,7 +35,7 @@ import (
 func TestOrphanedMatchesReferenceOnRandomTrees(t *testing.T) {
 	t.Parallel()
 	const perBatch, steps = 30, 24
-	batches := (envCount(t, "PGCONVO_ORPHAN_TREES", 150) + perBatch - 1) / perBatch
+	batches := (pgtest.EnvCount(t, "PGCONVO_ORPHAN_TREES", 150) + perBatch - 1) / perBatch
 	var mu sync.Mutex
 	total := orphStats{}
 	t.Run("batches", func(t *testing.T) {

@@ -10,8 +10,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"sort"
+	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database"
@@ -133,6 +135,45 @@ type reportingDriver struct {
 	report  func(from, to int)
 	from    int
 	running bool
+	// distributed runs each migration as a distributed database needs it
+	// (runDistributed).
+	distributed bool
+}
+
+// Run applies one migration; on a distributed database, through
+// runDistributed.
+func (d *reportingDriver) Run(migration io.Reader) error {
+	if !d.distributed {
+		return d.Driver.Run(migration)
+	}
+	return d.runDistributed(migration)
+}
+
+// runDistributed applies a migration to a distributed database: in one
+// transaction, one statement at a time (Citus refuses several commands in
+// one string where it propagates them), with the shards changed one
+// connection at a time and the guards allowed on distributed tables
+// (prepareDistributedTx), and the API routed again at the end, since the
+// migration may have re-created an API function as its body (route_api).
+// It creates objects as the migrating role, which is what makes Citus open
+// its connections to the workers as a role that can log in.
+func (d *reportingDriver) runDistributed(migration io.Reader) error {
+	body, err := io.ReadAll(migration)
+	if err != nil {
+		return err
+	}
+	stmts := append([]string{"BEGIN",
+		"SET LOCAL citus.multi_shard_modify_mode = 'sequential'",
+		"SET LOCAL citus.enable_unsafe_triggers = on"},
+		statementsOf(string(body))...)
+	stmts = append(stmts, "SELECT convo_node.route_api()", "SELECT convo_private.apply_grants()", "COMMIT")
+	for _, s := range stmts {
+		if err := d.Driver.Run(strings.NewReader(s)); err != nil {
+			d.Driver.Run(strings.NewReader("ROLLBACK")) //nolint:errcheck // The migration's error is the one to report.
+			return err
+		}
+	}
+	return nil
 }
 
 // SetVersion records version as golang-migrate asks, and reports a
@@ -323,6 +364,11 @@ func (g *Migrator) run(ctx context.Context, what string, fn func() error) error 
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	g.drv.running = false
+	restore, err := g.prepareForCitus(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer restore()
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
@@ -336,7 +382,7 @@ func (g *Migrator) run(ctx context.Context, what string, fn func() error) error 
 		case <-done:
 		}
 	}()
-	err := fn()
+	err = fn()
 	close(done)
 	<-stopped
 	select {

@@ -9,6 +9,18 @@ import "strings"
 // identifiers are kept as written. It understands the lexical rules
 // migrations use; it is not a parser.
 func topLevelStatements(sql string) []string {
+	return splitStatements(sql, false)
+}
+
+// statementsOf splits a migration file into its statements as written
+// (comments left out), to be run one at a time.
+func statementsOf(sql string) []string {
+	return splitStatements(sql, true)
+}
+
+// splitStatements splits sql at its top-level semicolons; with keep, string
+// literals and dollar-quoted bodies are kept, else replaced by '' and $$.
+func splitStatements(sql string, keep bool) []string {
 	var stmts []string
 	var cur strings.Builder
 	flush := func() {
@@ -32,8 +44,13 @@ func topLevelStatements(sql string) []string {
 			cur.WriteByte(' ')
 		case c == '\'':
 			escapes := i > 0 && (sql[i-1] == 'E' || sql[i-1] == 'e') && (i == 1 || !isIdentByte(sql[i-2]))
-			i = skipQuoted(sql, i, '\'', escapes)
-			cur.WriteString("''")
+			end := skipQuoted(sql, i, '\'', escapes)
+			if keep {
+				cur.WriteString(sql[i:end])
+			} else {
+				cur.WriteString("''")
+			}
+			i = end
 		case c == '"':
 			end := skipQuoted(sql, i, '"', false)
 			cur.WriteString(sql[i:end])
@@ -41,12 +58,16 @@ func topLevelStatements(sql string) []string {
 		case c == '$' && (i == 0 || !isIdentByte(sql[i-1])):
 			if tag, ok := dollarTag(sql[i:]); ok {
 				body := strings.Index(sql[i+len(tag):], tag)
-				if body < 0 {
-					i = len(sql)
-				} else {
-					i += len(tag) + body + len(tag)
+				end := len(sql)
+				if body >= 0 {
+					end = i + len(tag) + body + len(tag)
 				}
-				cur.WriteString("$$")
+				if keep {
+					cur.WriteString(sql[i:end])
+				} else {
+					cur.WriteString("$$")
+				}
+				i = end
 				continue
 			}
 			cur.WriteByte(c)

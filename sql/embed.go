@@ -11,3 +11,9 @@ import "embed"
 //
 //go:embed *.sql
 var Migrations embed.FS
+
+// Citus holds what `migrate distribute` installs on a Citus coordinator,
+// one object a file, in schema convo_node: see docs/scaling.md.
+//
+//go:embed citus/*.sql
+var Citus embed.FS

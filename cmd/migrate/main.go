@@ -337,7 +337,7 @@ func migrateVerb(ctx context.Context, verb string, o options, rest []string) err
 	var n int
 	var v int64
 	switch verb {
-	case "up", "version", "status", "verify":
+	case "up", "version", "status", "verify", "distribute":
 		err = noArgs(verb, rest)
 	case "down":
 		switch {
@@ -388,6 +388,8 @@ func migrateVerb(ctx context.Context, verb string, o options, rest []string) err
 		return nil
 	case "verify":
 		return verify(ctx, conn, db)
+	case "distribute":
+		return distribute(ctx, conn)
 	}
 
 	// Another command may be migrating this database right now: wait for
@@ -621,6 +623,23 @@ func refuseDataLoss(ctx context.Context, m *migrator.Migrator, what string, to u
 
 // printStatus prints every migration with its state, and the version. It
 // only reads.
+// distribute runs migrator.Distribute and says what it did.
+func distribute(ctx context.Context, conn *sql.DB) error {
+	unkept, err := migrator.Distribute(ctx, conn)
+	if err != nil {
+		return err
+	}
+	for _, fk := range unkept {
+		fmt.Println("foreign key not kept (its rows are on different nodes):", fk)
+	}
+	d, err := migrator.ReadDistribution(ctx, conn)
+	if err != nil {
+		return err
+	}
+	fmt.Println("distribution:", d)
+	return nil
+}
+
 func printStatus(ctx context.Context, conn *sql.DB, db *database) error {
 	all, err := migrator.List(pgconvosql.Migrations)
 	if err != nil {
@@ -652,6 +671,11 @@ func printStatus(ctx context.Context, conn *sql.DB, db *database) error {
 	}
 	if err := w.Flush(); err != nil {
 		return err
+	}
+	if d, err := migrator.ReadDistribution(ctx, conn); err != nil {
+		return err
+	} else if d.Citus {
+		fmt.Println("distribution:", d)
 	}
 	switch {
 	case dirty:

@@ -48,6 +48,14 @@ once the schema is repaired by hand.`},
 	{name: "status", summary: "list migrations, applied and pending (reads only)",
 		more: `It reads the migration history table when there is one and never creates
 it: a database never migrated is version 0.`},
+	{name: "distribute", summary: "spread a migrated database over its Citus workers (docs/scaling.md)",
+		more: `Run it on the Citus coordinator, with the workers added (citus_add_node),
+at the latest version, as a superuser or a member of convo_owner. It
+creates pgconvo's roles on every worker, distributes the tables (a
+conversation's rows on the node of its id, an owner's receipts on the node
+of the owner) and routes the API so that each call that names a
+conversation runs on the node that holds it. Run again, it does only what
+is left; up on a distributed database keeps the routing.`},
 	{name: "verify", summary: "run convo.self_check() and print it; exit 1 if any check fails",
 		more: `Run it as a member of convo_reader (or convo_admin), as the role that
 installed pgconvo (with CREATEROLE it becomes a member of convo_reader for

@@ -61,7 +61,7 @@ DECLARE
     v_check     text;
     v_row       text;
 BEGIN
-    PERFORM convo_private.check_import_owner(p_owner_id);
+    PERFORM convo_private.hold_new_owner(p_owner_id, 'import conversations');
 
     -- The envelope: format, version, exactly the keys of its version.
     IF p_export IS NULL OR jsonb_typeof(p_export) <> 'object' THEN

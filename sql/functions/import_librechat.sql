@@ -35,7 +35,7 @@ DECLARE
     v_nodes     jsonb;
     v_time      timestamptz;
 BEGIN
-    PERFORM convo_private.check_import_owner(p_owner_id);
+    PERFORM convo_private.hold_new_owner(p_owner_id, 'import conversations');
     IF p_conversation IS NULL OR jsonb_typeof(p_conversation) <> 'object' THEN
         RAISE EXCEPTION 'p_conversation must be one LibreChat conversation, a JSON object, not %',
                 coalesce(jsonb_typeof(p_conversation), 'NULL')

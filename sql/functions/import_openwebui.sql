@@ -31,7 +31,7 @@ DECLARE
     v_where    text;
     v_bad      record;
 BEGIN
-    PERFORM convo_private.check_import_owner(p_owner_id);
+    PERFORM convo_private.hold_new_owner(p_owner_id, 'import conversations');
     IF p_chat IS NULL OR jsonb_typeof(p_chat) <> 'object' THEN
         RAISE EXCEPTION 'p_chat must be one Open WebUI chat, a JSON object, not %', coalesce(jsonb_typeof(p_chat), 'NULL')
             USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id),

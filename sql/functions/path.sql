@@ -1,5 +1,6 @@
 -- path: the live conversation, root to head: what a chat UI reads on every
--- page load. One statement checks the owner (sees_owner, CV002 otherwise,
+-- page load. One statement (each part of it filtered by the argument, so
+-- that on a distributed database it reads the node it runs on) checks the owner (sees_owner, CV002 otherwise,
 -- through conversation_ref) and reads the live-path index (convo.live_path:
 -- one row per branch the path runs through, kept by every head move) and
 -- the sibling counts (the few later siblings, messages_forks_idx, as one
@@ -31,12 +32,12 @@ DECLARE
     v_forks    jsonb;   -- parent id ('' for the roots) to its children's count, for parents of more than one
 BEGIN
     SELECT true,
-           (SELECT array_agg(l.branch_id ORDER BY l.min_depth) FROM convo.live_path l WHERE l.conversation_id = c.id),
-           (SELECT array_agg(l.max_depth ORDER BY l.min_depth) FROM convo.live_path l WHERE l.conversation_id = c.id),
+           (SELECT array_agg(l.branch_id ORDER BY l.min_depth) FROM convo.live_path l WHERE l.conversation_id = p_conversation_id),
+           (SELECT array_agg(l.max_depth ORDER BY l.min_depth) FROM convo.live_path l WHERE l.conversation_id = p_conversation_id),
            (SELECT jsonb_object_agg(coalesce(f.parent_id::text, ''), f.n)
               FROM (SELECT f.parent_id, max(f.sibling_index) AS n
                       FROM convo.messages f
-                     WHERE f.conversation_id = c.id AND f.sibling_index > 1
+                     WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
                      GROUP BY f.parent_id) f)
       INTO v_seen, v_branches, v_depths, v_forks
       FROM convo.conversations c

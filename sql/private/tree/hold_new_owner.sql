@@ -1,9 +1,11 @@
--- check_import_owner: the owner checks of an import, as create_conversation
--- makes them: an owner is required, at most max_id_length characters, and
--- a convo_app session imports only for the owner it set (CV011 otherwise);
--- then it holds the owner against an owner-wide erasure running meanwhile
--- (hold_owner), as create_conversation does.
-CREATE OR REPLACE FUNCTION convo_private.check_import_owner(p_owner_id text)
+-- hold_new_owner: the owner checks of whatever makes a conversation (a
+-- new one, an import), p_action saying what in the error: an owner is
+-- required, at most max_id_length characters, and a convo_app session
+-- makes them only for the owner it set (CV011 otherwise); then it holds the
+-- owner against an owner-wide erasure running meanwhile (hold_owner). On a
+-- distributed database it runs on the owner's node, apart from the
+-- conversation's.
+CREATE OR REPLACE FUNCTION convo_private.hold_new_owner(p_owner_id text, p_action text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -18,7 +20,7 @@ BEGIN
             USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
     END IF;
     IF NOT convo_private.writes_owner(p_owner_id) THEN
-        RAISE EXCEPTION 'this session may not import conversations for owner %', p_owner_id
+        RAISE EXCEPTION 'this session may not % for owner %', p_action, p_owner_id
             USING ERRCODE = 'CV011',
                   DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
                                   coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),

@@ -1,0 +1,304 @@
+package migrator
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+
+	pgconvosql "github.com/pgconvo/pgconvo/sql"
+)
+
+// Distribution is where a database stands with Citus.
+type Distribution struct {
+	// Citus is true when the citus extension is installed in the database.
+	Citus bool
+	// Distributed is true when pgconvo's tables are distributed (Distribute).
+	Distributed bool
+	// Workers counts the active primary nodes other than the coordinator.
+	Workers int
+}
+
+// String says it in a line, for `migrate status`.
+func (d Distribution) String() string {
+	switch {
+	case !d.Citus:
+		return "one server (no Citus)"
+	case !d.Distributed:
+		return fmt.Sprintf("Citus installed, %d worker(s), not distributed: run `migrate distribute`", d.Workers)
+	default:
+		return fmt.Sprintf("distributed over %d Citus worker(s)", d.Workers)
+	}
+}
+
+// querier is what the distribution checks read through: a *sql.DB, a
+// *sql.Conn or a *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// ReadDistribution tells whether db has Citus and whether pgconvo's tables
+// are distributed. It only reads.
+func ReadDistribution(ctx context.Context, db querier) (Distribution, error) {
+	var d Distribution
+	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&d.Citus)
+	if err != nil || !d.Citus {
+		return d, err
+	}
+	err = db.QueryRowContext(ctx, `
+		SELECT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = to_regclass('convo.conversations')),
+		       (SELECT count(*) FROM pg_dist_node WHERE isactive AND noderole = 'primary' AND groupid <> 0)`).
+		Scan(&d.Distributed, &d.Workers)
+	if err != nil {
+		return d, fmt.Errorf("reading the Citus metadata: %w", err)
+	}
+	return d, nil
+}
+
+// Distribution reads where the Migrator's database stands with Citus.
+func (g *Migrator) Distribution(ctx context.Context) (Distribution, error) {
+	return ReadDistribution(ctx, g.db)
+}
+
+// pgconvoRoles are the roles every node needs before anything of
+// pgconvo's is distributed: Citus creates objects on the workers owned by
+// them and connects there as the caller, whose memberships must hold there.
+var pgconvoRoles = []struct{ name, options string }{
+	{"convo_owner", "NOLOGIN"},
+	{"convo_app", "NOLOGIN"},
+	{"convo_reader", "NOLOGIN"},
+	{"convo_admin", "NOLOGIN IN ROLE convo_app, convo_reader"},
+}
+
+// DistributeError is a database that cannot be distributed as it is, with
+// what to do first.
+type DistributeError struct{ Reason string }
+
+func (e *DistributeError) Error() string { return "distribute refused, nothing was changed: " + e.Reason }
+
+// the node of the owner, the allowlist and the state machine on every
+// node), every function on every node, and the API routed (convo_node,
+// sql/citus): each call that names a conversation handed whole to the node
+// that holds it, as the caller. It must run on the coordinator, with the
+// workers added, at the latest version, as a superuser or a member of
+// convo_owner; it switches to no role. Run again, it changes only what a
+// later migration left unrouted. The foreign keys Citus cannot keep are
+// returned.
+func Distribute(ctx context.Context, db *sql.DB) ([]string, error) {
+	d, err := ReadDistribution(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if !d.Citus {
+		return nil, &DistributeError{"the citus extension is not installed in this database: " +
+			"CREATE EXTENSION citus on the coordinator and every worker, and add the workers (citus_add_node), first"}
+	}
+	if d.Workers == 0 {
+		return nil, &DistributeError{"this coordinator has no worker: add them first (SELECT citus_add_node('host', port))"}
+	}
+	latest, err := Latest()
+	if err != nil {
+		return nil, err
+	}
+	h, err := ReadHistory(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if h.Version != latest || h.Dirty {
+		return nil, &DistributeError{fmt.Sprintf("the database is at version %d%s, not %d: run `migrate up` first",
+			h.Version, map[bool]string{true: " (dirty)"}[h.Dirty], latest)}
+	}
+	if err := createRolesOnWorkers(ctx, db); err != nil {
+		return nil, err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // Committed below on success.
+	if err := prepareDistributedTx(ctx, tx); err != nil {
+		return nil, err
+	}
+	if err := installNode(ctx, tx); err != nil {
+		return nil, err
+	}
+	var unkept []string
+	if !d.Distributed {
+		rows, err := tx.QueryContext(ctx, `SELECT * FROM convo_node.distribute_tables()`)
+		if err != nil {
+			return nil, fmt.Errorf("distributing the tables: %w", err)
+		}
+		for rows.Next() {
+			var fk string
+			if err := rows.Scan(&fk); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			unkept = append(unkept, fk)
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("distributing the tables: %w", err)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("distributing the tables: %w", err)
+		}
+	}
+	if err := routeAPI(ctx, tx); err != nil {
+		return nil, err
+	}
+	var dbname string
+	if err := tx.QueryRowContext(ctx, `SELECT current_database()`).Scan(&dbname); err != nil {
+		return nil, err
+	}
+	// The application's SET LOCAL convo.owner_id reaches the node a call
+	// runs on only with this.
+	if _, err := tx.ExecContext(ctx, `ALTER DATABASE `+ident(dbname)+` SET citus.propagate_set_commands = 'local'`); err != nil {
+		return nil, fmt.Errorf("setting citus.propagate_set_commands: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("distributing: %w", err)
+	}
+	return unkept, nil
+}
+
+// prepareDistributedTx makes tx fit for changing a distributed schema:
+// Citus runs the shards' changes one connection at a time (several
+// statements of one transaction over many connections otherwise deadlock
+// or fail), and lets the guards (triggers) be distributed with their
+// tables.
+func prepareDistributedTx(ctx context.Context, tx *sql.Tx) error {
+	for _, s := range []string{
+		`SET LOCAL citus.multi_shard_modify_mode = 'sequential'`,
+		`SET LOCAL citus.enable_unsafe_triggers = on`,
+	} {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// installNode installs schema convo_node and its functions from
+// sql/citus, as the migrating role, with convo_owner owning them and
+// nobody else allowed to run them.
+func installNode(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS convo_node AUTHORIZATION convo_owner`); err != nil {
+		return fmt.Errorf("creating schema convo_node: %w", err)
+	}
+	names, err := fs.Glob(pgconvosql.Citus, "citus/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		body, err := fs.ReadFile(pgconvosql.Citus, name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			return fmt.Errorf("installing %s: %w", name, err)
+		}
+	}
+	_, err = tx.ExecContext(ctx, `DO $$ DECLARE f regprocedure; BEGIN
+		     FOR f IN SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'convo_node'::regnamespace
+		                 AND p.proowner <> 'convo_owner'::regrole LOOP
+		         EXECUTE format('ALTER FUNCTION %s OWNER TO convo_owner', f);
+		         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+		     END LOOP; END $$`)
+	if err != nil {
+		return fmt.Errorf("installing convo_node: %w", err)
+	}
+	return nil
+}
+
+// routeAPI routes the API (route_api) and puts every function of pgconvo's
+// on every node.
+func routeAPI(ctx context.Context, tx *sql.Tx) error {
+	// Every function on every node, before and after routing: a body
+	// delegated to a worker calls the private functions there by name, and
+	// a delegated function is checked there against its body.
+	everywhere := `SELECT count(create_distributed_function(p.oid::regprocedure))
+		   FROM pg_proc p
+		  WHERE p.pronamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace, 'convo_node'::regnamespace)
+		    AND NOT EXISTS (SELECT FROM pg_dist_object o
+		                     WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)`
+	for _, s := range []string{everywhere, `SELECT convo_node.route_api()`, `SELECT convo_private.apply_grants()`, everywhere} {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("routing the API: %w", err)
+		}
+	}
+	return nil
+}
+
+// createRolesOnWorkers creates pgconvo's four roles on every worker that
+// lacks them, as they are on the coordinator: NOLOGIN, convo_admin a member
+// of convo_app and convo_reader. Citus runs each command over a connection
+// of its own, as the connected role.
+func createRolesOnWorkers(ctx context.Context, db *sql.DB) error {
+	for _, r := range pgconvoRoles {
+		// Each worker creates the role for itself alone: a worker with
+		// Citus's metadata would otherwise pass it on to the other nodes,
+		// all at once, and deadlock.
+		cmd := fmt.Sprintf(`DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN `+
+			`PERFORM set_config('citus.enable_ddl_propagation', 'off', true); CREATE ROLE %s %s; END IF; END$$`,
+			r.name, r.name, r.options)
+		rows, err := db.QueryContext(ctx,
+			`SELECT nodename, nodeport, success, result FROM run_command_on_workers($1, parallel => false)`, cmd)
+		if err != nil {
+			return fmt.Errorf("creating role %s on the workers: %w", r.name, err)
+		}
+		var failed []string
+		for rows.Next() {
+			var host, result string
+			var port int
+			var ok bool
+			if err := rows.Scan(&host, &port, &ok, &result); err != nil {
+				rows.Close()
+				return err
+			}
+			if !ok {
+				failed = append(failed, fmt.Sprintf("%s:%d: %s", host, port, result))
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(failed) > 0 {
+			return fmt.Errorf("creating role %s on the workers: %s", r.name, strings.Join(failed, "; "))
+		}
+	}
+	return nil
+}
+
+// prepareForCitus readies the migrations' connection for the database's
+// place in a Citus cluster. On one server it does nothing. On a coordinator
+// not yet distributed, the migrations create everything on the coordinator
+// alone (Citus would otherwise copy each new schema and function to the
+// workers as it is made, connecting as the role that makes it); Distribute
+// puts on the workers what they need. On a distributed database, each
+// migration runs as runDistributed says. restore undoes it.
+func (g *Migrator) prepareForCitus(ctx context.Context) (restore func(), err error) {
+	d, err := g.Distribution(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case d.Distributed:
+		g.drv.distributed = true
+		return func() { g.drv.distributed = false }, nil
+	case d.Citus:
+		if err := g.drv.Driver.Run(strings.NewReader("SET citus.enable_ddl_propagation = off")); err != nil {
+			return nil, err
+		}
+		return func() { g.drv.Driver.Run(strings.NewReader("RESET citus.enable_ddl_propagation")) }, nil //nolint:errcheck
+	}
+	return func() {}, nil
+}

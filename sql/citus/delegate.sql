@@ -1,0 +1,50 @@
+-- delegate: the function Citus hands whole to the node that holds a key:
+-- convo_node.<body>_delegated(key, each other argument as a one-element
+-- array), STRICT, running as the owner role, calling the body there.
+-- Distributed by the key with force_delegation, colocated with the table
+-- the key names rows of, so its statements run on that node and never open
+-- a connection as the owner (who cannot log in). STRICT because a NULL key
+-- must never reach Citus's planner (it crashes the server on one):
+-- PostgreSQL folds a STRICT call with a NULL argument away before Citus
+-- looks, and the arrays make every other argument, NULL or not, a value.
+-- Whoever may call the body through the API may call this (the API's
+-- routers run as their caller); the body itself is the owner's alone.
+CREATE OR REPLACE FUNCTION convo_node.delegate(p_body regprocedure, p_key text, p_colocate regclass)
+RETURNS regprocedure
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_proc   pg_proc;
+    v_params text[] := '{}';
+    v_types  text[] := '{}';
+    v_args   text[] := '{}';
+    v_name   text;
+    v_type   text;
+    v_shim   regprocedure;
+BEGIN
+    SELECT * INTO v_proc FROM pg_proc p WHERE p.oid = p_body;
+    FOR v_name, v_type IN
+        SELECT a.name, format_type(a.type, NULL)
+          FROM unnest(v_proc.proargnames[1:v_proc.pronargs], v_proc.proargtypes::oid[]) WITH ORDINALITY AS a (name, type, n)
+         ORDER BY a.n LOOP
+        IF v_name <> p_key THEN
+            v_type := v_type || '[]';
+        END IF;
+        v_params := v_params || format('%I %s', v_name, v_type);
+        v_types := v_types || v_type;
+        v_args := v_args || CASE WHEN v_name = p_key THEN quote_ident(v_name) ELSE format('%I[1]', v_name) END;
+    END LOOP;
+    EXECUTE format('CREATE OR REPLACE FUNCTION convo_node.%I(%s) RETURNS %s LANGUAGE sql STRICT SECURITY DEFINER '
+                   'SET search_path = pg_catalog, pg_temp AS %L',
+                   v_proc.proname || '_delegated', array_to_string(v_params, ', '), pg_get_function_result(p_body),
+                   format('SELECT * FROM %s.%I(%s)', v_proc.pronamespace::regnamespace, v_proc.proname,
+                          array_to_string(v_args, ', ')));
+    v_shim := format('convo_node.%I(%s)', v_proc.proname || '_delegated', array_to_string(v_types, ', '))::regprocedure;
+    EXECUTE format('ALTER FUNCTION %s OWNER TO convo_owner', v_shim);
+    EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_shim);
+    EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC, convo_app, convo_reader, convo_admin', p_body);
+    PERFORM create_distributed_function(v_shim, p_key, colocate_with => p_colocate::text, force_delegation => true);
+    RETURN v_shim;
+END;
+$$;

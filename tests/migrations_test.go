@@ -698,8 +698,8 @@ var snapshotQueries = []string{
 	 FROM pg_namespace n WHERE n.nspname = $1`,
 	// Relations of every kind, with row security, privileges and comment.
 	`SELECT 'relation ' || c.relname,
-	        format('kind=%s rls=%s/%s acl=%s comment=%s', c.relkind, c.relrowsecurity,
-	               c.relforcerowsecurity, c.relacl, obj_description(c.oid, 'pg_class'))
+	        format('kind=%s owner=%s rls=%s/%s acl=%s comment=%s', c.relkind, pg_get_userbyid(c.relowner),
+	               c.relrowsecurity, c.relforcerowsecurity, c.relacl, obj_description(c.oid, 'pg_class'))
 	 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 	 WHERE n.nspname = $1 AND c.relname NOT IN ('schema_migrations', 'schema_migrations_pkey')`,
 	// Columns: position, type, nullability, default, generation, identity, comment.
@@ -728,15 +728,16 @@ var snapshotQueries = []string{
 	 JOIN pg_class ci ON ci.oid = i.indexrelid
 	 JOIN pg_namespace n ON n.oid = ci.relnamespace
 	 WHERE n.nspname = $1 AND ci.relname <> 'schema_migrations_pkey'`,
-	// Functions and procedures, whole text, with privileges and comment.
+	// Functions and procedures, whole text, with owner, privileges and comment.
 	`SELECT 'function ' || p.oid::regprocedure::text,
-	        format('%s acl=%s comment=%s', pg_get_functiondef(p.oid), p.proacl,
-	               obj_description(p.oid, 'pg_proc'))
+	        format('%s owner=%s acl=%s comment=%s', pg_get_functiondef(p.oid), pg_get_userbyid(p.proowner),
+	               p.proacl, obj_description(p.oid, 'pg_proc'))
 	 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 	 WHERE n.nspname = $1 AND p.prokind IN ('f', 'p')`,
 	// Aggregates and window functions, which pg_get_functiondef refuses.
 	`SELECT 'aggregate ' || p.oid::regprocedure::text,
-	        format('kind=%s comment=%s', p.prokind, obj_description(p.oid, 'pg_proc'))
+	        format('kind=%s owner=%s acl=%s comment=%s', p.prokind, pg_get_userbyid(p.proowner), p.proacl,
+	               obj_description(p.oid, 'pg_proc'))
 	 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 	 WHERE n.nspname = $1 AND p.prokind NOT IN ('f', 'p')`,
 	// Triggers, with whether they are enabled.
@@ -753,8 +754,8 @@ var snapshotQueries = []string{
 	 WHERE n.nspname = $1 AND c.relkind IN ('v', 'm')`,
 	// Types that are not a relation's row type: enums, domains, ranges.
 	`SELECT 'type ' || ty.typname,
-	        format('kind=%s base=%s labels=%s acl=%s comment=%s', ty.typtype,
-	               format_type(ty.typbasetype, ty.typtypmod),
+	        format('kind=%s owner=%s base=%s labels=%s acl=%s comment=%s', ty.typtype,
+	               pg_get_userbyid(ty.typowner), format_type(ty.typbasetype, ty.typtypmod),
 	               (SELECT string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder)
 	                FROM pg_enum e WHERE e.enumtypid = ty.oid),
 	               ty.typacl, obj_description(ty.oid, 'pg_type'))
@@ -777,6 +778,19 @@ var snapshotQueries = []string{
 	 FROM pg_sequence s
 	 JOIN pg_class c ON c.oid = s.seqrelid
 	 JOIN pg_namespace n ON n.oid = c.relnamespace
+	 WHERE n.nspname = $1`,
+	// The other kinds of object that have an owner.
+	`SELECT kind || ' ' || name, 'owner=' || pg_get_userbyid(owner)
+	 FROM (SELECT 'operator', o.oid::regoperator::text, o.oprowner, o.oprnamespace FROM pg_operator o
+	       UNION ALL SELECT 'operator class', o.opcname, o.opcowner, o.opcnamespace FROM pg_opclass o
+	       UNION ALL SELECT 'operator family', o.opfname, o.opfowner, o.opfnamespace FROM pg_opfamily o
+	       UNION ALL SELECT 'collation', o.collname, o.collowner, o.collnamespace FROM pg_collation o
+	       UNION ALL SELECT 'conversion', o.conname, o.conowner, o.connamespace FROM pg_conversion o
+	       UNION ALL SELECT 'text search configuration', o.cfgname, o.cfgowner, o.cfgnamespace FROM pg_ts_config o
+	       UNION ALL SELECT 'text search dictionary', o.dictname, o.dictowner, o.dictnamespace FROM pg_ts_dict o
+	       UNION ALL SELECT 'statistics', o.stxname, o.stxowner, o.stxnamespace FROM pg_statistic_ext o)
+	      AS x (kind, name, owner, namespace)
+	 JOIN pg_namespace n ON n.oid = x.namespace
 	 WHERE n.nspname = $1`,
 }
 

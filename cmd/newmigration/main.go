@@ -7,14 +7,15 @@
 // sql/private, in a folder by what it serves: schema convo_private, the
 // machinery; sql/triggers: one object
 // each, opening with a "-- name: why" comment) whose text is not in any
-// migration yet is new or changed. The up migration acts as the owner role
-// (ownerPreamble), re-creates each of them (PL/pgSQL functions first, then
-// SQL-bodied functions, whose bodies are checked at creation, then views,
-// then triggers) below a marked place for table changes, which are written
-// by hand, and re-applies the documented grants. The down migration restores
-// the previous text of the changed ones, taken from the latest migration
-// that holds it, in the same order, then drops the new objects. With nothing
-// changed it writes nothing.
+// migration yet is new or changed. The up migration runs as the migrating
+// role, never as the owner role (preamble), re-creates each of them
+// (PL/pgSQL functions first, then SQL-bodied functions, whose bodies are
+// checked at creation, then views, then triggers) below a marked place for
+// table changes, which are written by hand, hands what it created to the
+// owner role and re-applies the documented grants (postamble). The down
+// migration restores the previous text of the changed ones, taken from the
+// latest migration that holds it, in the same order, then drops the new
+// objects, and ends the same way. With nothing changed it writes nothing.
 // The drift test (tests/migrations_test.go) then proves the result.
 package main
 
@@ -72,13 +73,7 @@ func run(dir, name string) error {
 	}
 	next := uint(len(history) + 1)
 	base := filepath.Join(dir, fmt.Sprintf("%04d_%s", next, name))
-	upText := fmt.Sprintf("-- %04d_%s: WHY THIS MIGRATION (one or two lines).\n\n%s\n"+
-		"-- Table changes, written by hand, go here, above the objects that use them.\n\n%s\n\n"+
-		"SELECT convo_private.apply_grants();\n\n%s",
-		next, name, ownerPreamble, strings.Join(up, "\n\n"), ownerPostamble)
-	downText := fmt.Sprintf("-- %04d_%s down: reverses %04d_%s.up.sql.\n\n%s\n%s\n\n"+
-		"-- Reverse the table changes here, below the objects.\n\nSELECT convo_private.apply_grants();\n\n%s",
-		next, name, next, name, ownerPreamble, strings.Join(down, "\n\n"), ownerPostamble)
+	upText, downText := texts(fmt.Sprintf("%04d_%s", next, name), up, down)
 	for path, text := range map[string]string{base + ".up.sql": upText, base + ".down.sql": downText} {
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%s exists already", path)
@@ -247,10 +242,46 @@ func previous(ups []string, o object) string {
 	return ""
 }
 
-// ownerPreamble makes a migration act as the owner role convo_owner (see
-// sql/0003_trust.up.sql), so that what it creates belongs to that role.
-const ownerPreamble = `-- Act as the owner role: a migrating role that is not a superuser becomes
--- a member for this transaction only (it needs CREATEROLE for that).
+// texts returns the up and down migration named name (NNNN_name) for the
+// statements plan returned.
+func texts(name string, up, down []string) (upText, downText string) {
+	// The migration that brings hand_over_objects drops it going down: after
+	// it has run, since the postamble calls it.
+	last := ""
+	for i, d := range down {
+		if d == "DROP FUNCTION convo_private."+handOver+";" {
+			down = append(down[:i:i], down[i+1:]...)
+			last = "-- " + handOver + " is new in this migration: it goes once it has run.\n" + d + "\n\n"
+			break
+		}
+	}
+	upText = fmt.Sprintf("-- %s: WHY THIS MIGRATION (one or two lines).\n\n%s\n"+
+		"-- Table changes, written by hand, go here, above the objects that use them.\n\n%s\n\n%s",
+		name, preamble, strings.Join(up, "\n\n"), postamble)
+	objects := ""
+	if len(down) > 0 {
+		objects = strings.Join(down, "\n\n") + "\n\n"
+	}
+	downText = fmt.Sprintf("-- %s down: reverses %s.up.sql.\n\n%s\n%s"+
+		"-- Reverse the table changes here, below the objects.\n\n%s",
+		name, name, preamble, objects, strings.Replace(postamble, revokeMarker, last+revokeMarker, 1))
+	return upText, downText
+}
+
+// handOver names the function (sql/private/grants/hand_over_objects.sql)
+// that gives the owner role what a migration created.
+const handOver = "hand_over_objects"
+
+// preamble lets a migrating role that is not a superuser create in
+// pgconvo's schemas and hand objects to the owner role convo_owner (see
+// sql/0003_trust.up.sql): it becomes a member of it for the transaction.
+// The migration never acts as convo_owner: on Citus DDL reaches the workers
+// over new connections as the current role, and convo_owner cannot log in.
+const preamble = `-- Create as the migrating role, never as the owner role convo_owner, which
+-- cannot log in (Citus runs DDL on its workers as the current role). A role
+-- that is not a superuser becomes a member of convo_owner for this
+-- transaction only (it needs CREATEROLE for that), to create in its schemas
+-- and hand it what it creates.
 DO $$
 BEGIN
     IF NOT pg_has_role(current_user, 'convo_owner', 'MEMBER') THEN
@@ -259,14 +290,19 @@ BEGIN
     END IF;
 END;
 $$;
-SELECT set_config('role', 'convo_owner', true);
 `
 
-// ownerPostamble returns to the migrating role and gives back a membership
-// the preamble took.
-const ownerPostamble = `-- Back to the migrating role; give back a membership taken above.
-SELECT set_config('role', 'none', true);
-DO $$
+// revokeMarker opens the part of the postamble that gives back the
+// membership.
+const revokeMarker = "-- Give back a membership taken above.\n"
+
+// postamble gives convo_owner what the migration created, applies the
+// documented grants, and gives back a membership the preamble took.
+const postamble = `-- Give convo_owner what this migration created, then grant as documented.
+SELECT convo_private.` + handOver + `();
+SELECT convo_private.apply_grants();
+
+` + revokeMarker + `DO $$
 BEGIN
     IF coalesce(current_setting('pgconvo.revoke_owner_after_migration', true), '') <> '' THEN
         EXECUTE format('REVOKE convo_owner FROM %I', current_setting('pgconvo.revoke_owner_after_migration'));

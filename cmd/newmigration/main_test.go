@@ -95,3 +95,46 @@ func TestPreviousIsTheObjectItself(t *testing.T) {
 		t.Fatalf("previous = %q, want %q", got, want)
 	}
 }
+
+// TestTextsNeverActAsTheOwner: neither the up nor the down switches to the
+// owner role; each takes the membership a migrating role needs, hands what
+// it created over, applies the grants, and gives the membership back, in
+// that order. The migration that brings hand_over_objects drops it going
+// down only after calling it.
+func TestTextsNeverActAsTheOwner(t *testing.T) {
+	for _, handOverIsNew := range []bool{false, true} {
+		down := []string{"-- f: old.\nCREATE OR REPLACE FUNCTION convo.f() RETURNS int LANGUAGE sql RETURN 1;", "DROP FUNCTION convo.g;"}
+		if handOverIsNew {
+			down = append(down, "DROP FUNCTION convo_private."+handOver+";")
+		}
+		up, downText := texts("0099_x", []string{"-- f: new.\nCREATE OR REPLACE FUNCTION convo.f() RETURNS int LANGUAGE sql RETURN 2;"}, down)
+		for name, text := range map[string]string{"up": up, "down": downText} {
+			for _, asOwner := range []string{"set_config('role'", "SET ROLE", "SET LOCAL ROLE"} {
+				if strings.Contains(text, asOwner) {
+					t.Fatalf("the %s switches role (%s):\n%s", name, asOwner, text)
+				}
+			}
+			order := []string{
+				"EXECUTE format('GRANT convo_owner TO %I', current_user);",
+				"CREATE OR REPLACE FUNCTION convo.f()",
+				"SELECT convo_private.hand_over_objects();",
+				"SELECT convo_private.apply_grants();",
+				"EXECUTE format('REVOKE convo_owner FROM %I'",
+			}
+			if handOverIsNew && name == "down" {
+				order = append(order[:4:4], "DROP FUNCTION convo_private.hand_over_objects;", order[4])
+			}
+			at := 0
+			for _, s := range order {
+				i := strings.Index(text[at:], s)
+				if i < 0 {
+					t.Fatalf("the %s (hand_over_objects new: %v) lacks %q after byte %d:\n%s", name, handOverIsNew, s, at, text)
+				}
+				at += i + len(s)
+			}
+			if n := strings.Count(text, "hand_over_objects"); n != map[bool]int{false: 1, true: 3}[handOverIsNew && name == "down"] {
+				t.Fatalf("the %s names hand_over_objects %d times:\n%s", name, n, text)
+			}
+		}
+	}
+}

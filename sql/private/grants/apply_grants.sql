@@ -1,7 +1,8 @@
 -- apply_grants: makes the catalog grant exactly documented_grants: revokes
 -- every other privilege (PUBLIC's default EXECUTE included), then grants
--- what is missing. Run by each migration that adds or changes an object, as
--- the owner role; idempotent.
+-- what is missing. Run by each migration that adds or changes an object,
+-- after hand_over_objects has given the owner role what it created;
+-- idempotent.
 CREATE OR REPLACE FUNCTION convo_private.apply_grants()
 RETURNS void
 LANGUAGE plpgsql

@@ -165,6 +165,16 @@ func Distribute(ctx context.Context, db *sql.DB) ([]string, error) {
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("distributing: %w", err)
 	}
+	// No notifications: a NOTIFY cannot take part in the two-phase commit
+	// of a transaction that wrote on two nodes, and one sent on a worker
+	// reaches only that worker's listeners (docs/scaling.md).
+	notifyOff := `ALTER DATABASE ` + ident(dbname) + ` SET convo.notify = off`
+	if _, err := db.ExecContext(ctx, notifyOff); err != nil {
+		return nil, fmt.Errorf("turning notifications off: %w", err)
+	}
+	if err := onEveryWorker(ctx, db, notifyOff); err != nil {
+		return nil, fmt.Errorf("turning notifications off: %w", err)
+	}
 	return unkept, nil
 }
 
@@ -239,48 +249,55 @@ func routeAPI(ctx context.Context, tx *sql.Tx) error {
 
 // createRolesOnWorkers creates pgconvo's four roles on every worker that
 // lacks them, as they are on the coordinator: NOLOGIN, convo_admin a member
-// of convo_app and convo_reader. Citus runs each command over a connection
-// of its own, as the connected role.
+// of convo_app and convo_reader.
 func createRolesOnWorkers(ctx context.Context, db *sql.DB) error {
 	for _, r := range pgconvoRoles {
-		// Each worker creates the role for itself alone: a worker with
-		// Citus's metadata would otherwise pass it on to the other nodes,
-		// all at once, and deadlock.
-		cmd := fmt.Sprintf(`DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN `+
-			`PERFORM set_config('citus.enable_ddl_propagation', 'off', true); CREATE ROLE %s %s; END IF; END$$`,
+		cmd := fmt.Sprintf(`DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN CREATE ROLE %s %s; END IF; END$$`,
 			r.name, r.name, r.options)
-		rows, err := db.QueryContext(ctx,
-			`SELECT nodename, nodeport, success, result FROM run_command_on_workers($1, parallel => false)`, cmd)
-		if err != nil {
+		if err := onEveryWorker(ctx, db, cmd); err != nil {
 			return fmt.Errorf("creating role %s on the workers: %w", r.name, err)
 		}
-		var failed []string
-		for rows.Next() {
-			var host, result string
-			var port int
-			var ok bool
-			if err := rows.Scan(&host, &port, &ok, &result); err != nil {
-				rows.Close()
-				return err
-			}
-			if !ok {
-				failed = append(failed, fmt.Sprintf("%s:%d: %s", host, port, result))
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+	}
+	return nil
+}
+
+// onEveryWorker runs cmd on each worker, one at a time, over a connection
+// of Citus's own as the connected role, for that worker alone: a worker
+// with Citus's metadata would otherwise pass a role or database change on
+// to the other nodes, all at once, and deadlock.
+func onEveryWorker(ctx context.Context, db *sql.DB, cmd string) error {
+	cmd = `SET citus.enable_ddl_propagation = off; ` + cmd
+	rows, err := db.QueryContext(ctx,
+		`SELECT nodename, nodeport, success, result FROM run_command_on_workers($1, parallel => false)`, cmd)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var failed []string
+	for rows.Next() {
+		var host, result string
+		var port int
+		var ok bool
+		if err := rows.Scan(&host, &port, &ok, &result); err != nil {
 			return err
 		}
-		if len(failed) > 0 {
-			return fmt.Errorf("creating role %s on the workers: %s", r.name, strings.Join(failed, "; "))
+		if !ok {
+			failed = append(failed, fmt.Sprintf("%s:%d: %s", host, port, result))
 		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s", strings.Join(failed, "; "))
 	}
 	return nil
 }
 
 // prepareForCitus readies the migrations' connection for the database's
 // place in a Citus cluster. On one server it does nothing. On a coordinator
-// not yet distributed, the migrations create everything on the coordinator
+// not yet distributed, pgconvo's roles are made on every worker first, and
+// the migrations create everything else on the coordinator
 // alone (Citus would otherwise copy each new schema and function to the
 // workers as it is made, connecting as the role that makes it); Distribute
 // puts on the workers what they need. On a distributed database, each
@@ -295,6 +312,13 @@ func (g *Migrator) prepareForCitus(ctx context.Context) (restore func(), err err
 		g.drv.distributed = true
 		return func() { g.drv.distributed = false }, nil
 	case d.Citus:
+		// The roles first, on every node: Citus passes a login role made
+		// on the coordinator, a member of convo_app, on to the workers.
+		if d.Workers > 0 {
+			if err := createRolesOnWorkers(ctx, g.db); err != nil {
+				return nil, err
+			}
+		}
 		if err := g.drv.Driver.Run(strings.NewReader("SET citus.enable_ddl_propagation = off")); err != nil {
 			return nil, err
 		}

@@ -78,11 +78,17 @@ func Open(url string) (*Migrator, error) {
 // New returns a Migrator over db. The Migrator takes db over: Close closes
 // it, because golang-migrate's driver closes the pool it was given.
 func New(db *sql.DB) (*Migrator, error) {
-	all, err := List(pgconvosql.Migrations)
+	return NewWith(db, pgconvosql.Migrations)
+}
+
+// NewWith is New over another set of migrations, at the root of
+// migrations: the tests' way to run a migration that is not pgconvo's yet.
+func NewWith(db *sql.DB, migrations fs.FS) (*Migrator, error) {
+	all, err := List(migrations)
 	if err != nil {
 		return nil, err
 	}
-	src, err := iofs.New(pgconvosql.Migrations, ".")
+	src, err := iofs.New(migrations, ".")
 	if err != nil {
 		return nil, fmt.Errorf("reading embedded migrations: %w", err)
 	}

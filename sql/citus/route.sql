@@ -72,9 +72,7 @@ BEGIN
     IF %I IS NULL THEN
         RAISE EXCEPTION '%s is required' USING ERRCODE = 'CV011', DETAIL = 'key NULL';
     END IF;
-    IF current_setting('convo.owner_id', true) <> '' THEN
-        EXECUTE format('SET LOCAL convo.owner_id = %%L', current_setting('convo.owner_id'));
-    END IF;
+    PERFORM convo_node.pass_owner();
     %s;
 END;
 $b$, CASE WHEN v_proc.proretset OR v_result = 'void' THEN 'boolean' ELSE v_result END, p_key, p_key,

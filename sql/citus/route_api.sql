@@ -21,10 +21,11 @@ BEGIN
         EXECUTE format('ALTER FUNCTION %s RESET plan_cache_mode', v_function);
     END LOOP;
     GRANT USAGE ON SCHEMA convo_node TO convo_app, convo_reader, convo_admin;
+    GRANT EXECUTE ON FUNCTION convo_node.pass_owner() TO convo_app, convo_reader, convo_admin;
     PERFORM convo_node.route(f, 'p_conversation_id', 'convo.conversations')
        FROM unnest(ARRAY['append_message', 'edit_and_resend', 'regenerate', 'move_head', 'path', 'path_at',
                          'head_at', 'head_history', 'alternatives', 'request_messages', 'request_digest',
-                         'set_title', 'archive_conversation', 'unarchive_conversation', 'export_conversation',
+                         'set_title', 'archive_conversation', 'unarchive_conversation',
                          'begin_generation', 'complete_generation', 'fail_generation', 'cancel_generation',
                          'effect_for_call', 'settle_effect', 'compensate_effect', 'confirm_effect',
                          'decline_effect']) WITH ORDINALITY AS u (f, n)

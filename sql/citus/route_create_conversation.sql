@@ -32,9 +32,7 @@ BEGIN
         IF p_owner_id IS NULL THEN
             RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011', DETAIL = 'owner NULL';
         END IF;
-        IF current_setting('convo.owner_id', true) <> '' THEN
-            EXECUTE format('SET LOCAL convo.owner_id = %L', current_setting('convo.owner_id'));
-        END IF;
+        PERFORM convo_node.pass_owner();
         EXECUTE format('SELECT * FROM convo_node.hold_new_owner_delegated(%L::text, $1)', p_owner_id)
           USING ARRAY['create conversations'];
         EXECUTE format('SELECT * FROM convo_node.new_conversation_delegated(%L::uuid, $1, $2, $3, $4)', v_id)

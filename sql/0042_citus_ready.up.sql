@@ -1,0 +1,1108 @@
+-- 0042_citus_ready: what a Citus cluster needs of the tables and the code,
+-- with nothing changed on one server: the receipts' key holds the owner
+-- they are distributed by, the import record's source key the conversation;
+-- create_conversation checks and holds the owner apart from making the
+-- conversation; path filters each of its reads by its argument; and from
+-- here on migrations create as the migrating role and hand over.
+
+-- Create as the migrating role, never as the owner role convo_owner, which
+-- cannot log in (Citus runs DDL on its workers as the current role). A role
+-- that is not a superuser becomes a member of convo_owner for this
+-- transaction only (it needs CREATEROLE for that), to create in its schemas
+-- and hand it what it creates.
+DO $$
+BEGIN
+    IF NOT pg_has_role(current_user, 'convo_owner', 'MEMBER') THEN
+        EXECUTE format('GRANT convo_owner TO %I', current_user);
+        PERFORM set_config('pgconvo.revoke_owner_after_migration', current_user, true);
+    END IF;
+END;
+$$;
+
+-- Table changes, written by hand, go here, above the objects that use them.
+
+-- A distributed table's unique keys hold its distribution column: the
+-- receipts' the owner's, the imports' source key the conversation's (one
+-- source of one owner is one conversation: import_key derives its id).
+ALTER TABLE convo.tool_receipts DROP CONSTRAINT tool_receipts_pkey, ADD PRIMARY KEY (owner_id, id);
+DROP INDEX convo.imports_source_key;
+CREATE UNIQUE INDEX imports_source_key ON convo.imports (owner_id, format, source_key, digest, conversation_id)
+    WHERE import_id IS NULL;
+-- Folded into hold_new_owner, which create_conversation shares.
+DROP FUNCTION convo_private.check_import_owner(text);
+
+-- create_conversation: a new conversation; with a system prompt, a root
+-- system message that becomes the head (head-log reason 'create').
+-- Retry-safe through p_conversation_id: the same call returns the same id.
+-- A convo_app session creates only for the owner it set (CV011 otherwise):
+-- hold_new_owner, then new_conversation, each on its own key's node on a
+-- distributed database.
+CREATE OR REPLACE FUNCTION convo.create_conversation(
+    p_owner_id        text,
+    p_system_prompt   text DEFAULT NULL,
+    p_metadata        jsonb DEFAULT '{}',
+    p_conversation_id uuid DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    PERFORM convo_private.hold_new_owner(p_owner_id, 'create conversations');
+    RETURN convo_private.new_conversation(coalesce(p_conversation_id, gen_random_uuid()), p_owner_id,
+                                          p_system_prompt, p_metadata, p_conversation_id IS NOT NULL);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.create_conversation(text, text, jsonb, uuid) IS
+    'New conversation for an owner; a system prompt becomes the root message and the head. Retry-safe by p_conversation_id.';
+
+-- import_chatgpt: one conversation of a ChatGPT export (an element of
+-- conversations.json, or a bare conversation object) as a new conversation
+-- of p_owner_id, by the rules of docs/importing.md ("The rules"): the whole tree with
+-- its original times, current_node as the head (head-log reason 'import'),
+-- each source node kept verbatim in import_origins, tool calls as tool_use
+-- and tool_result parts where they pair, no ledger rows. The id is derived
+-- from the owner and the source id, so a repeat of the same import returns
+-- it and writes nothing; the same source with other content is merged into
+-- it (import_tree: the messages not there yet, in any order the same).
+-- Malformed input is CV011 naming the node, and nothing is written.
+CREATE OR REPLACE FUNCTION convo.import_chatgpt(p_owner_id text, p_conversation jsonb)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+DECLARE
+    v_mapping jsonb := p_conversation -> 'mapping';
+    v_current jsonb := p_conversation -> 'current_node';
+    v_source  text;
+    v_id      uuid;
+    v_digest  text;
+    v_existing uuid;
+    v_where   text;
+    v_bad     record;
+BEGIN
+    PERFORM convo_private.hold_new_owner(p_owner_id, 'import conversations');
+    IF p_conversation IS NULL OR jsonb_typeof(p_conversation) <> 'object' THEN
+        RAISE EXCEPTION 'p_conversation must be one ChatGPT conversation, a JSON object, not %',
+                coalesce(jsonb_typeof(p_conversation), 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id),
+                  HINT = 'Import each element of conversations.json on its own.';
+    END IF;
+    SELECT k.source, k.conversation_id, k.place, k.digest INTO v_source, v_id, v_where, v_digest
+      FROM convo_private.import_key('chatgpt', 'ChatGPT conversation', p_owner_id,
+                                    coalesce(convo_private.nonempty_text(p_conversation -> 'conversation_id'),
+                                             convo_private.nonempty_text(p_conversation -> 'id')), p_conversation) k;
+    v_existing := convo_private.import_repeat(p_owner_id, 'chatgpt', v_source, v_digest, v_where);
+    IF v_existing IS NOT NULL THEN
+        RETURN v_existing;
+    END IF;
+
+    IF jsonb_typeof(v_mapping) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'a ChatGPT conversation needs a "mapping" object, not %', coalesce(jsonb_typeof(v_mapping), 'none')
+            USING ERRCODE = 'CV011', DETAIL = v_where;
+    END IF;
+    -- The refusals of docs/importing.md, "Input and refusals", first node by
+    -- key (bytewise) first.
+    SELECT e.key, e.why INTO v_bad
+      FROM (SELECT n.key, CASE
+                   WHEN jsonb_typeof(n.node) <> 'object' THEN 'is not an object'
+                   WHEN jsonb_typeof(n.node -> 'id') NOT IN ('null') AND n.node -> 'id' <> to_jsonb(n.key)
+                       THEN 'has an id other than its key'
+                   WHEN jsonb_typeof(n.node -> 'parent') NOT IN ('string', 'null')
+                       THEN 'has a parent that is neither a string nor null'
+                   WHEN jsonb_typeof(n.node -> 'parent') = 'string' AND NOT v_mapping ? (n.node ->> 'parent')
+                       THEN 'names a parent that is not in the mapping (missing parent)'
+                   WHEN jsonb_typeof(n.node -> 'children') NOT IN ('array', 'null')
+                        OR EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(n.node -> 'children') = 'array'
+                                                                           THEN n.node -> 'children' END) c (child)
+                                    WHERE jsonb_typeof(c.child) <> 'string')
+                       THEN 'has children that are not an array of strings'
+                   WHEN jsonb_typeof(n.node -> 'message') NOT IN ('object', 'null')
+                       THEN 'has a message that is neither an object nor null'
+                   WHEN jsonb_typeof(n.node -> 'message') IS DISTINCT FROM 'object' THEN NULL
+                   WHEN (n.node -> 'message' -> 'author' ->> 'role') IS NULL
+                        OR jsonb_typeof(n.node -> 'message' -> 'author' -> 'role') <> 'string'
+                        OR n.node -> 'message' -> 'author' ->> 'role' NOT IN ('system', 'user', 'assistant', 'tool')
+                       THEN 'has a missing or unknown author.role'
+                   WHEN jsonb_typeof(n.node -> 'message' -> 'author' -> 'name') NOT IN ('string', 'null')
+                       THEN 'has an author.name that is neither a string nor null'
+                   WHEN jsonb_typeof(n.node -> 'message' -> 'content' -> 'content_type') IS DISTINCT FROM 'string'
+                       THEN 'has no content, or a content_type that is not a string'
+                   WHEN jsonb_typeof(n.node -> 'message' -> 'create_time') NOT IN ('number', 'null')
+                       THEN 'has a create_time that is neither a number nor null'
+                   WHEN jsonb_typeof(n.node -> 'message' -> 'create_time') = 'number'
+                        AND convo_private.epoch_time(n.node -> 'message' -> 'create_time', NULL) IS NULL
+                       THEN 'has a create_time outside years 1 to 9999'
+                   END AS why
+              FROM jsonb_each(v_mapping) AS n (key, node)) e
+     WHERE e.why IS NOT NULL
+     ORDER BY e.key COLLATE "C"
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'ChatGPT node % %', v_bad.key, v_bad.why
+            USING ERRCODE = 'CV011', DETAIL = format('%s, node %s', v_where, v_bad.key);
+    END IF;
+    IF jsonb_typeof(v_current) IS DISTINCT FROM 'null' AND v_current IS NOT NULL
+       AND (jsonb_typeof(v_current) <> 'string' OR NOT v_mapping ? (v_current #>> '{}')) THEN
+        RAISE EXCEPTION 'current_node names no node of the mapping'
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('%s, current_node %s', v_where, left(v_current::text, convo_private.max_id_length()));
+    END IF;
+
+    RETURN convo_private.import_tree(v_id, p_owner_id, 'chatgpt', v_source, v_digest, v_mapping,
+        CASE WHEN jsonb_typeof(v_current) = 'string' THEN v_current #>> '{}' END,
+        convo_private.epoch_time(p_conversation -> 'create_time', NULL),
+        jsonb_build_object('format', 'chatgpt', 'source_id', v_source, 'title', p_conversation -> 'title',
+                           'conversation', p_conversation - 'mapping', 'requested_head', coalesce(v_current, 'null')),
+        v_where);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.import_chatgpt(text, jsonb) IS
+    'Import one ChatGPT conversation (the whole tree, original times, current_node as the head); a repeat returns the same id.';
+
+-- import_conversation: restores an export (export_conversation's document,
+-- version 3, or version 2, read as version 3 with no title, not archived, no
+-- changes and its latest message's time as its last activity) into this database: a DBA's operation, convo_admin's, for
+-- moving or restoring a conversation between databases. The document is
+-- accepted only when every row is one the API could have written: its
+-- shape and times (restore_problem) before anything is written, its ledger
+-- (ledger_problems) once the tree is in; anything else is CV011 naming the
+-- key and the row, and nothing is written. Ids, times, reasons, states and
+-- who-columns are kept as data; what the database assigns is assigned anew:
+-- head-log and event seq are numbered here in the document's order (its
+-- numbers kept beside, as source_seq), and a restored effect's scope key is
+-- computed under this database's secret (its idempotency key, which may
+-- have been sent, is kept). The restore is recorded in convo.imports (who:
+-- the caller; when; the document's keyed digest), and every row it writes
+-- names that record (import_id), so a restored row is told from one
+-- written here. The tree goes in through write_messages, the rest as the
+-- document has it, once checked. A repeat is a no-op returning the id,
+-- also when it waited for the first to commit (a retry); the id with other
+-- content is CV009.
+CREATE OR REPLACE FUNCTION convo.import_conversation(p_owner_id text, p_export jsonb)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+SET TimeZone = 'UTC'
+SET IntervalStyle = 'iso_8601'
+AS $$
+DECLARE
+    v_keys      text[] := ARRAY['format', 'version', 'conversation', 'messages', 'head_log', 'changes', 'generations',
+                                'tools', 'tool_calls', 'effects', 'effect_events', 'erasures', 'origins', 'imports'];
+    -- What the database assigns, and so what a restore does not read back as given.
+    v_assigned  constant text[] := ARRAY['seq', 'source_seq', 'import_id', 'scope_key', 'idempotency_key'];
+    v_now       timestamptz := clock_timestamp();
+    v_import    uuid := gen_random_uuid();
+    v_key       text;
+    v_conv      jsonb;
+    v_id        uuid;
+    v_digest    text;
+    v_problem   text;
+    v_stored    jsonb;
+    v_ids       uuid[];
+    v_parents   uuid[];
+    v_roles     text[];
+    v_parts     jsonb[];
+    v_reasons   text[];
+    v_times     timestamptz[];
+    v_state     text;
+    v_table     text;
+    v_constraint text;
+    v_column    text;
+    v_message   text;
+    v_detail    text;
+    v_check     text;
+    v_row       text;
+BEGIN
+    PERFORM convo_private.hold_new_owner(p_owner_id, 'import conversations');
+
+    -- The envelope: format, version, exactly the keys of its version.
+    IF p_export IS NULL OR jsonb_typeof(p_export) <> 'object' THEN
+        RAISE EXCEPTION 'p_export must be a JSON object'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, p_export %s', p_owner_id, coalesce(jsonb_typeof(p_export), 'NULL'));
+    END IF;
+    IF p_export -> 'format' IS DISTINCT FROM '"pgconvo.export"' OR p_export -> 'version' NOT IN ('2', '3')
+       OR p_export -> 'version' IS NULL THEN
+        RAISE EXCEPTION 'not a pgconvo export of version 2 or 3'
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('owner %s, format %s, version %s', p_owner_id,
+                                  coalesce((p_export -> 'format')::text, 'missing'), coalesce((p_export -> 'version')::text, 'missing')),
+                  HINT = CASE WHEN p_export -> 'version' = '1'
+                              THEN 'Version 1 exports lack what a restore checks (the tool version of each call): migrate the source database and export again.'
+                              ELSE 'import_conversation reads what export_conversation writes: {"format": "pgconvo.export", "version": 3, ...}.' END;
+    END IF;
+    IF p_export -> 'version' = '2' THEN
+        v_keys := array_remove(v_keys, 'changes');
+    END IF;
+    FOREACH v_key IN ARRAY v_keys LOOP
+        IF NOT p_export ? v_key THEN
+            RAISE EXCEPTION 'the export has no key "%"', v_key
+                USING ERRCODE = 'CV011', DETAIL = format('owner %s, missing key %s', p_owner_id, v_key);
+        END IF;
+        IF jsonb_typeof(p_export -> v_key) <> (CASE v_key WHEN 'format' THEN 'string' WHEN 'version' THEN 'number'
+                                                        WHEN 'conversation' THEN 'object' ELSE 'array' END) THEN
+            RAISE EXCEPTION 'the export''s "%" is a JSON %', v_key, jsonb_typeof(p_export -> v_key)
+                USING ERRCODE = 'CV011', DETAIL = format('owner %s, key %s', p_owner_id, v_key);
+        END IF;
+    END LOOP;
+    SELECT k INTO v_key FROM jsonb_object_keys(p_export) k WHERE k <> ALL (v_keys) ORDER BY k LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'the export has an unknown key "%"', v_key
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, unknown key %s', p_owner_id, v_key);
+    END IF;
+    v_conv := p_export -> 'conversation';
+    IF jsonb_typeof(v_conv -> 'id') IS DISTINCT FROM 'string'
+       OR v_conv ->> 'id' !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+        RAISE EXCEPTION 'the export''s conversation has no uuid "id"'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, key conversation.id', p_owner_id);
+    END IF;
+    v_id := (v_conv ->> 'id')::uuid;
+    IF v_conv -> 'owner_id' IS DISTINCT FROM to_jsonb(p_owner_id) THEN
+        RAISE EXCEPTION 'the export belongs to another owner'
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, owner %s', v_id, p_owner_id);
+    END IF;
+    v_digest := convo_private.keyed_digest(encode(sha256(convert_to(p_export::text, 'UTF8')), 'hex'));
+
+    BEGIN
+        -- Version 2 had no title, archive state or change log: it is read
+        -- as version 3 with none, its last activity its latest message's time.
+        IF p_export -> 'version' = '2' THEN
+            v_conv := v_conv || jsonb_build_object('title', NULL, 'archived', false, 'last_activity_at',
+                (SELECT max(t) FROM (SELECT (v_conv ->> 'created_at')::timestamptz
+                                     UNION ALL
+                                     SELECT (e.elem ->> 'created_at')::timestamptz
+                                       FROM jsonb_array_elements(p_export -> 'messages') AS e (elem)) AS x (t)));
+            p_export := p_export || jsonb_build_object('version', 3, 'changes', '[]'::jsonb, 'conversation', v_conv);
+            v_keys := array_append(v_keys, 'changes');
+        END IF;
+        IF jsonb_typeof(v_conv -> 'archived') IS DISTINCT FROM 'boolean' THEN
+            RAISE EXCEPTION 'the export''s conversation has no boolean "archived"'
+                USING ERRCODE = 'CV011', DETAIL = format('conversation %s, key conversation.archived', v_id);
+        END IF;
+        -- A repeat, recognised by the id before any other check, and read
+        -- without a lock (another owner's row is never locked or waited
+        -- for): the same document restored here before (its digest), or a
+        -- conversation of this database that exports to exactly it, returns
+        -- the id and writes nothing; anything else under that id is CV009.
+        IF EXISTS (SELECT 1 FROM convo.conversations c WHERE c.id = v_id) THEN
+            IF convo_private.restore_repeat(p_owner_id, v_id, v_digest, p_export) THEN
+                RETURN v_id;
+            END IF;
+            RAISE EXCEPTION 'conversation id % is already used for a different conversation', v_id
+                USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
+        END IF;
+        IF octet_length((v_conv -> 'metadata')::text) > convo.max_metadata_bytes() THEN
+            RAISE EXCEPTION 'conversation metadata is larger than % bytes', convo.max_metadata_bytes()
+                USING ERRCODE = 'CV010', DETAIL = format('conversation %s: %s bytes', v_id, octet_length((v_conv -> 'metadata')::text));
+        END IF;
+
+        -- A history this database could have written, or CV011 naming the
+        -- first row that is not (restore_problem), before anything is written.
+        v_problem := convo_private.restore_problem(p_owner_id, p_export, v_now);
+        IF v_problem IS NOT NULL THEN
+            RAISE EXCEPTION 'the export is not a history the API could have written: %', v_problem
+                USING ERRCODE = 'CV011', DETAIL = format('conversation %s, %s', v_id, v_problem);
+        END IF;
+        -- The tool versions its effects were checked against are this
+        -- database's too: an import never adds to the allowlist (the DBA's).
+        SELECT format('tool %s version %s', x.name, x.version) INTO v_problem
+          FROM jsonb_array_elements(p_export -> 'tools') AS j (tool)
+          CROSS JOIN LATERAL jsonb_populate_record(NULL::convo.tools, j.tool) AS x
+          LEFT JOIN convo.tools t ON t.name = x.name AND t.version = x.version
+         WHERE t.name IS NULL OR (to_jsonb(t) - 'registered_at' - 'registered_by')::text IS DISTINCT FROM j.tool::text
+         LIMIT 1;
+        IF v_problem IS NOT NULL THEN
+            RAISE EXCEPTION 'the export''s % is not registered here with the same settings', v_problem
+                USING ERRCODE = 'CV007', DETAIL = format('conversation %s, %s', v_id, v_problem),
+                      HINT = 'Register the tool versions the export lists (convo.register_tool) before importing.';
+        END IF;
+
+        INSERT INTO convo.conversations (id, owner_id, metadata, created_at, title, archived, last_activity_at)
+        VALUES (v_id, p_owner_id, v_conv -> 'metadata', (v_conv ->> 'created_at')::timestamptz, v_conv ->> 'title',
+                (v_conv ->> 'archived')::boolean, (v_conv ->> 'last_activity_at')::timestamptz)
+        ON CONFLICT (id) DO NOTHING;
+        IF NOT FOUND THEN
+            -- The insert waited for another session's restore under this
+            -- id, now committed: a retry of the same document (its digest
+            -- on record) is a repeat, as above, and writes nothing.
+            IF convo_private.restore_repeat(p_owner_id, v_id, v_digest, p_export) THEN
+                RETURN v_id;
+            END IF;
+            RAISE EXCEPTION 'conversation id % was taken meanwhile', v_id
+                USING ERRCODE = 'CV009', DETAIL = format('conversation %s', v_id);
+        END IF;
+        -- The restore's record, and the document's own records of imports,
+        -- kept as restored rows.
+        INSERT INTO convo.imports (conversation_id, id, owner_id, format, source_key, digest)
+        VALUES (v_id, v_import, p_owner_id, 'pgconvo', NULL, v_digest);
+        INSERT INTO convo.imports (conversation_id, id, owner_id, format, source_key, digest, imported_by, imported_at, import_id)
+        SELECT v_id, i.id, i.owner_id, i.format, i.source_key, i.digest, i.imported_by, i.imported_at, v_import
+          FROM jsonb_populate_recordset(NULL::convo.imports, p_export -> 'imports') i;
+
+        -- Origins first (their foreign key to the message is deferred), then
+        -- the tree through write_messages: parents first, siblings in order,
+        -- with their times and the restore's record (so no ledger decision:
+        -- the document's are restored below); the head does not move there,
+        -- its log is the document's.
+        INSERT INTO convo.import_origins (conversation_id, message_id, source, node_key, node)
+        SELECT v_id, o.message_id, o.source, o.node_key, o.node
+          FROM jsonb_populate_recordset(NULL::convo.import_origins, p_export -> 'origins') o;
+        SELECT array_agg(m.id ORDER BY m.depth, m.sibling_index), array_agg(m.parent_id ORDER BY m.depth, m.sibling_index),
+               array_agg(m.role ORDER BY m.depth, m.sibling_index), array_agg(m.parts ORDER BY m.depth, m.sibling_index),
+               array_agg(m.branch_reason ORDER BY m.depth, m.sibling_index),
+               array_agg(m.created_at ORDER BY m.depth, m.sibling_index)
+          INTO v_ids, v_parents, v_roles, v_parts, v_reasons, v_times
+          FROM jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m;
+        PERFORM convo_private.write_messages(v_id, NULL, v_ids, v_parents, v_roles, v_parts, v_reasons, v_times,
+                                             v_import, NULL, NULL, NULL);
+
+        -- The head log, numbered here from 1 in the document's order, the
+        -- head where it ends, and the live path to it.
+        INSERT INTO convo.conversation_head_log
+            (conversation_id, seq, head_message_id, previous_head_id, moved_at, moved_by, reason, source_seq, import_id)
+        SELECT v_id, row_number() OVER (ORDER BY l.seq), l.head_message_id, l.previous_head_id, l.moved_at, l.moved_by,
+               l.reason, l.seq, v_import
+          FROM jsonb_populate_recordset(NULL::convo.conversation_head_log, p_export -> 'head_log') l;
+        IF v_conv ->> 'head_message_id' IS NOT NULL THEN
+            UPDATE convo.conversations c SET head_message_id = (v_conv ->> 'head_message_id')::uuid WHERE c.id = v_id;
+            PERFORM convo_private.move_live_path(v_id, (v_conv ->> 'head_message_id')::uuid);
+        END IF;
+        -- The change log (title, archive state), numbered here the same way.
+        INSERT INTO convo.conversation_changes
+            (conversation_id, seq, field, old_value, new_value, changed_at, changed_by, source_seq, import_id)
+        SELECT v_id, row_number() OVER (ORDER BY x.seq), x.field, x.old_value, x.new_value, x.changed_at, x.changed_by,
+               x.seq, v_import
+          FROM jsonb_populate_recordset(NULL::convo.conversation_changes, p_export -> 'changes') x;
+
+        -- Generations as they stand.
+        INSERT INTO convo.generations
+        SELECT r.* FROM jsonb_array_elements(p_export -> 'generations') j (elem),
+               LATERAL jsonb_populate_record(NULL::convo.generations,
+                                             j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import)) r;
+
+        -- The record of earlier erasures, recorded by this transaction
+        -- (before the effects, whose key epochs count them).
+        INSERT INTO convo.erasures (owner_id, id, conversation_id, reason, erased_by, erased_at, import_id)
+        SELECT r.owner_id, r.id, v_id, r.reason, r.erased_by, r.erased_at, v_import
+          FROM jsonb_populate_recordset(NULL::convo.erasures, p_export -> 'erasures') r;
+        INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted)
+        SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted
+          FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
+               LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
+
+        -- Effects as they stand (their event chains were checked above). The
+        -- scope key is computed here (scope_key, this database's secret)
+        -- from the creating call's input in the effect's key epoch
+        -- (key_epoch: the document's erasures, written above, by its
+        -- requested_at). Where erasure left no input, the key
+        -- is 'erased:' and the effect's id, which no call's key can be: the
+        -- document's, made under another secret, cannot be checked here,
+        -- and a planted one would be matched by a later call. The
+        -- idempotency key is the document's, which may have been sent,
+        -- except where nothing was sent (awaiting confirmation, rejected),
+        -- where it is the scope key.
+        INSERT INTO convo.tool_effects
+        SELECT r.*
+          FROM jsonb_array_elements(p_export -> 'effects') j (elem)
+          LEFT JOIN (SELECT k.effect_id, k.decision,
+                            convo_private.scope_key(CASE WHEN k.decision = 'rejected' THEN 'rejected' ELSE t.idempotency_scope END,
+                                                    v_id, k.tool_call_id, k.fork_point_id, k.tool_name, m.parts -> k.ordinal -> 'input',
+                                                    convo_private.key_epoch(v_id, e.requested_at))
+                                AS scope_key
+                       FROM jsonb_populate_recordset(NULL::convo.tool_effect_calls, p_export -> 'tool_calls') k
+                       JOIN jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m ON m.id = k.message_id
+                       JOIN convo.tools t ON t.name = k.tool_name AND t.version = k.tool_version
+                       JOIN jsonb_populate_recordset(NULL::convo.tool_effects, p_export -> 'effects') e ON e.id = k.effect_id
+                      WHERE k.decision IN ('execute', 'confirm', 'rejected')
+                        AND (m.parts -> k.ordinal)::text <> convo_private.redact_part(m.parts -> k.ordinal)::text) q
+            ON q.effect_id::text = j.elem ->> 'id'
+          CROSS JOIN LATERAL jsonb_populate_record(NULL::convo.tool_effects,
+              j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import,
+                                           'scope_key', coalesce(q.scope_key, 'erased:' || (j.elem ->> 'id')))
+                    || CASE WHEN j.elem ->> 'state' = 'awaiting_confirmation' OR q.decision = 'rejected'
+                            THEN jsonb_build_object('idempotency_key', coalesce(q.scope_key, 'erased:' || (j.elem ->> 'id')))
+                            ELSE '{}' END) r;
+
+        INSERT INTO convo.tool_effect_calls
+        SELECT r.* FROM jsonb_array_elements(p_export -> 'tool_calls') j (elem),
+               LATERAL jsonb_populate_record(NULL::convo.tool_effect_calls,
+                                             j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import)) r;
+        -- The event log, numbered here from 1 in the document's order.
+        INSERT INTO convo.tool_effect_events
+            (conversation_id, seq, effect_id, from_state, to_state, actor, evidence, at, source_seq, import_id)
+        SELECT v_id, row_number() OVER (ORDER BY v.seq), v.effect_id, v.from_state, v.to_state, v.actor, v.evidence, v.at,
+               v.seq, v_import
+          FROM jsonb_populate_recordset(NULL::convo.tool_effect_events, p_export -> 'effect_events') v;
+
+        -- The ledger is one the API could have written (ledger_problems):
+        -- decisions that follow from the tool versions, links within a
+        -- scope, amounts from the arguments.
+        SELECT p.row_name || ': ' || p.problem INTO v_problem FROM convo_private.ledger_problems(v_id) p
+         ORDER BY p.row_name, p.problem LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'the export is not a history the API could have written: %', v_problem
+                USING ERRCODE = 'CV011', DETAIL = format('conversation %s, %s', v_id, v_problem);
+        END IF;
+
+        -- What is stored exports back to the input but for what the
+        -- database assigned (v_assigned; an idempotency key is kept or is
+        -- the new scope key, as above) and the restore's own record: no key
+        -- ignored, no value changed (a derived column, a time, a number's
+        -- text).
+        SELECT k INTO v_key
+          FROM (SELECT convo_private.export_of(v_id) AS stored) s, unnest(v_keys) k
+         WHERE (SELECT coalesce(jsonb_agg(r.elem - v_assigned ORDER BY r.n), '[]')
+                  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(s.stored -> k) = 'array' THEN s.stored -> k END)
+                       WITH ORDINALITY r (elem, n)
+                 WHERE NOT (k = 'imports' AND r.elem ->> 'id' = v_import::text))::text
+               IS DISTINCT FROM
+               (SELECT coalesce(jsonb_agg(r.elem - v_assigned ORDER BY r.n), '[]')
+                  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_export -> k) = 'array' THEN p_export -> k END)
+                       WITH ORDINALITY r (elem, n))::text
+            OR (jsonb_typeof(p_export -> k) <> 'array' AND (s.stored -> k)::text IS DISTINCT FROM (p_export -> k)::text)
+         ORDER BY array_position(v_keys, k) LIMIT 1;
+        IF FOUND THEN
+            -- Which row (by its place and id, seq or key in the document)
+            -- and which of its fields, so that a large document's fault is
+            -- found: one pass over the key's rows.
+            v_stored := convo_private.export_of(v_id);
+            SELECT format('row %s of the array%s, field %s', x.n, coalesce(' (' || x.name || ')', ''), coalesce(x.field, 'the row'))
+              INTO v_problem
+              FROM (SELECT coalesce(g.n, s.n) AS n,
+                           convo_private.export_row_name(g.raw) AS name,
+                           (SELECT f.k FROM (SELECT jsonb_object_keys(g.elem) UNION SELECT jsonb_object_keys(s.elem)) f (k)
+                             WHERE (g.elem -> f.k)::text IS DISTINCT FROM (s.elem -> f.k)::text ORDER BY f.k LIMIT 1) AS field
+                      FROM (SELECT r.elem AS raw, r.elem - v_assigned AS elem, r.n
+                              FROM jsonb_array_elements(p_export -> v_key) WITH ORDINALITY r (elem, n)) g
+                      FULL JOIN (SELECT r.elem - v_assigned AS elem, row_number() OVER (ORDER BY r.n) AS n
+                                   FROM jsonb_array_elements(v_stored -> v_key) WITH ORDINALITY r (elem, n)
+                                  WHERE NOT (v_key = 'imports' AND r.elem ->> 'id' = v_import::text)) s ON s.n = g.n
+                     WHERE g.elem::text IS DISTINCT FROM s.elem::text
+                     ORDER BY 1 LIMIT 1) x
+             WHERE jsonb_typeof(p_export -> v_key) = 'array';
+            IF jsonb_typeof(p_export -> v_key) = 'object' THEN
+                SELECT format('field %s', f.k) INTO v_problem
+                  FROM (SELECT jsonb_object_keys(p_export -> v_key)
+                        UNION SELECT jsonb_object_keys(v_stored -> v_key)) f (k)
+                 WHERE (p_export -> v_key -> f.k)::text IS DISTINCT FROM (v_stored -> v_key -> f.k)::text
+                 ORDER BY f.k LIMIT 1;
+            END IF;
+            RAISE EXCEPTION 'the export does not read back identically: its "%" differs from what it stores', v_key
+                USING ERRCODE = 'CV011', DETAIL = format('conversation %s, key %s%s', v_id, v_key, coalesce(', ' || v_problem, '')),
+                      HINT = 'Import exactly what export_conversation wrote: rows with all their columns, as it spells them.';
+        END IF;
+    EXCEPTION
+        WHEN integrity_constraint_violation OR data_exception THEN
+            -- The column and the server's message too: a NULL or a cast
+            -- that fails names its column and value there.
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_table = TABLE_NAME, v_constraint = CONSTRAINT_NAME,
+                                    v_column = COLUMN_NAME, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+            -- The row: a CHECK or NOT NULL that failed is read again over
+            -- the document's rows of that table (one pass, on this path
+            -- only), and the first row it refuses is named by its place and
+            -- its id, seq or key. The table and the rule come from the
+            -- catalog, never from the document.
+            v_key := (SELECT p.key FROM convo_private.export_places() p WHERE p.tab = v_table);
+            v_check := CASE WHEN v_state = '23502' AND nullif(v_column, '') IS NOT NULL THEN format('%I IS NOT NULL', v_column)
+                            WHEN v_state = '23514' THEN
+                                (SELECT regexp_replace(pg_get_constraintdef(c.oid), '^CHECK \((.*)\)( NOT VALID)?$', '\1')
+                                   FROM pg_constraint c
+                                  WHERE c.conrelid = format('convo.%I', v_table)::regclass AND c.conname = v_constraint AND c.contype = 'c') END;
+            -- A scope key computed here that another effect of the document
+            -- already holds (its key epoch, the erasures before it, differs
+            -- from the one the document's erasures give): the effect that
+            -- holds it is named, by the key the server reports.
+            IF v_state = '23505' AND v_table = 'tool_effects' THEN
+                SELECT format(', effects row %s of the array (id %s) holds the scope key another effect of the export '
+                              'takes in the key epoch its erasures give', j.n, j.elem ->> 'id')
+                  INTO v_row
+                  FROM jsonb_array_elements(p_export -> 'effects') WITH ORDINALITY j (elem, n)
+                 WHERE strpos(v_detail, j.elem ->> 'scope_key') > 0
+                 ORDER BY j.n LIMIT 1;
+            END IF;
+            IF v_key IS NOT NULL AND v_check IS NOT NULL AND jsonb_typeof(p_export -> v_key) = 'array' THEN
+              BEGIN
+                EXECUTE format('SELECT format(%L, j.n, convo_private.export_row_name(j.elem))
+                                  FROM jsonb_array_elements($1) WITH ORDINALITY j (elem, n),
+                                       LATERAL jsonb_populate_record(NULL::convo.%I, j.elem) r
+                                 WHERE (%s) IS NOT TRUE
+                                 ORDER BY j.n LIMIT 1',
+                               ', ' || v_key || ' row %s of the array (%s)', v_table,
+                               CASE WHEN v_state = '23502' THEN v_check ELSE format('(%s) IS NOT FALSE', v_check) END)
+                   INTO v_row USING p_export -> v_key;
+              EXCEPTION WHEN OTHERS THEN
+                v_row := NULL; -- a row that cannot be read again is not named
+              END;
+            END IF;
+            IF v_row IS NULL AND v_state LIKE '22%' THEN
+                v_row := convo_private.unreadable_row(p_export);
+            END IF;
+            RAISE EXCEPTION 'the export is not well formed'
+                USING ERRCODE = 'CV011',
+                      DETAIL = format('conversation %s%s, SQLSTATE %s, table %s, constraint %s, column %s: %s', v_id, coalesce(v_row, ''), v_state,
+                                      coalesce(nullif(v_table, ''), 'none'), coalesce(nullif(v_constraint, ''), 'none'),
+                                      coalesce(nullif(v_column, ''), 'none'), left(v_message, 200));
+    END;
+
+    RETURN v_id;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.import_conversation(text, jsonb) IS
+    'Restores an export_conversation document for its owner (convo_admin): only a history the API could have written (CV011 otherwise), seq numbered here, recorded in convo.imports and marked on every row; a repeat returns the id, other content under the id is CV009.';
+
+-- import_librechat: one conversation of LibreChat's own JSON export (a
+-- recursive one, replies nested in children, or a flat list) as a new
+-- conversation of p_owner_id, by the rules of import_chatgpt wherever they
+-- apply: the whole tree by parentMessageId (the zero UUID or null: a root),
+-- messages keyed by messageId, original times (createdAt; without one the
+-- parent's, a root the conversation's: its earliest createdAt), user when
+-- isCreatedByUser else assistant, the latest leaf as the head (there is no
+-- current-leaf field: head_fallback latest_leaf), each message kept in
+-- import_origins (a recursive export's without its children, which are
+-- messages of their own), the top-level fields in metadata.import. Repeats,
+-- merges, CV011 (naming the message) and caps as import_chatgpt.
+CREATE OR REPLACE FUNCTION convo.import_librechat(p_owner_id text, p_conversation jsonb)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+DECLARE
+    v_messages  jsonb := p_conversation -> 'messages';
+    v_recursive boolean;
+    v_source    text;
+    v_id        uuid;
+    v_digest    text;
+    v_existing  uuid;
+    v_where     text;
+    v_bad       text[];
+    v_nodes     jsonb;
+    v_time      timestamptz;
+BEGIN
+    PERFORM convo_private.hold_new_owner(p_owner_id, 'import conversations');
+    IF p_conversation IS NULL OR jsonb_typeof(p_conversation) <> 'object' THEN
+        RAISE EXCEPTION 'p_conversation must be one LibreChat conversation, a JSON object, not %',
+                coalesce(jsonb_typeof(p_conversation), 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id),
+                  HINT = 'Import each exported conversation on its own.';
+    END IF;
+    SELECT k.source, k.conversation_id, k.place, k.digest INTO v_source, v_id, v_where, v_digest
+      FROM convo_private.import_key('librechat', 'LibreChat conversation', p_owner_id,
+                                    convo_private.nonempty_text(p_conversation -> 'conversationId'), p_conversation) k;
+    v_existing := convo_private.import_repeat(p_owner_id, 'librechat', v_source, v_digest, v_where);
+    IF v_existing IS NOT NULL THEN
+        RETURN v_existing;
+    END IF;
+
+    IF jsonb_typeof(v_messages) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION 'a LibreChat conversation needs a "messages" array, not %', coalesce(jsonb_typeof(v_messages), 'none')
+            USING ERRCODE = 'CV011', DETAIL = v_where;
+    END IF;
+    v_recursive := p_conversation -> 'recursive' = 'true';
+    -- One pass over the messages: the first refusal in document order, the
+    -- nodes for import_tree (keyed by messageId: the source parent, the
+    -- time, the origin and, when read, the nested children's ids), and the
+    -- conversation's time. Parents and duplicates are hash joins.
+    WITH f AS MATERIALIZED (
+        SELECT x.*,
+               CASE WHEN jsonb_typeof(x.message) = 'object' THEN convo_private.nonempty_text(x.message -> 'messageId') END AS id,
+               CASE WHEN jsonb_typeof(x.message -> 'parentMessageId') = 'string'
+                         AND x.message ->> 'parentMessageId' <> '00000000-0000-0000-0000-000000000000'
+                    THEN x.message ->> 'parentMessageId' END AS parent,
+               convo_private.iso_time(x.message -> 'createdAt') AS at
+          FROM convo_private.librechat_flatten(v_messages, v_recursive) x
+    ), ids AS MATERIALIZED (
+        SELECT f.id, count(*) AS n FROM f WHERE f.id IS NOT NULL GROUP BY f.id
+    ), c AS MATERIALIZED (
+        SELECT f.*,
+               coalesce(left(f.id, convo_private.max_id_length()),
+                        CASE WHEN f.depth = 0 THEN format('messages[%s]', f.ord - 1)
+                             ELSE format('children[%s] of message %s', f.ord - 1, coalesce(f.nest_parent, 'without a messageId')) END)
+                   AS name,
+               CASE WHEN jsonb_typeof(f.message) <> 'object' THEN 'is not an object'
+                    WHEN f.id IS NULL THEN 'has no messageId (a non-empty string)'
+                    WHEN f.id = '00000000-0000-0000-0000-000000000000'
+                        THEN 'has the zero UUID, which means "no parent", as its messageId'
+                    WHEN d.n > 1 THEN 'has the messageId of another message too (a duplicate)'
+                    WHEN jsonb_typeof(f.message -> 'parentMessageId') NOT IN ('string', 'null')
+                        THEN 'has a parentMessageId that is neither a string nor null'
+                    WHEN f.parent IS NOT NULL AND p.id IS NULL
+                        THEN 'names a parentMessageId that is no message (missing parent)'
+                    WHEN jsonb_typeof(f.message -> 'isCreatedByUser') NOT IN ('boolean', 'null')
+                        THEN 'has an isCreatedByUser that is neither true nor false'
+                    WHEN v_recursive AND jsonb_typeof(f.message -> 'children') NOT IN ('array', 'null')
+                        THEN 'has children that are not a list'
+                    WHEN jsonb_typeof(f.message -> 'createdAt') NOT IN ('string', 'null')
+                         OR (jsonb_typeof(f.message -> 'createdAt') = 'string' AND f.at IS NULL)
+                        THEN 'has a createdAt that is not an ISO 8601 time'
+                    END AS why
+          FROM f
+          LEFT JOIN ids d ON d.id = f.id
+          LEFT JOIN ids p ON p.id = f.parent
+    )
+    SELECT (SELECT ARRAY[c.name, c.why] FROM c WHERE c.why IS NOT NULL ORDER BY c.seq LIMIT 1),
+           (SELECT coalesce(jsonb_object_agg(c.id, jsonb_build_object('parent', c.parent, 'at', c.at, 'node', c.message)
+                                                   || CASE WHEN c.listed THEN jsonb_build_object('children', coalesce(l.children, '[]'))
+                                                           ELSE '{}' END), '{}')
+              FROM c
+              LEFT JOIN (SELECT f.nest_parent, jsonb_agg(f.id ORDER BY f.seq) AS children
+                           FROM f WHERE f.nest_parent IS NOT NULL AND f.id IS NOT NULL GROUP BY f.nest_parent) l
+                ON l.nest_parent = c.id
+             WHERE c.id IS NOT NULL),
+           (SELECT min(c.at) FROM c)
+      INTO v_bad, v_nodes, v_time;
+    IF v_bad IS NOT NULL THEN
+        RAISE EXCEPTION 'LibreChat message % %', v_bad[1], v_bad[2]
+            USING ERRCODE = 'CV011', DETAIL = format('%s, message %s', v_where, v_bad[1]);
+    END IF;
+
+    RETURN convo_private.import_tree(v_id, p_owner_id, 'librechat', v_source, v_digest, v_nodes, NULL, v_time,
+        jsonb_build_object('format', 'librechat', 'source_id', v_source, 'title', p_conversation -> 'title',
+                           'conversation', p_conversation - 'messages', 'requested_head', 'null'::jsonb),
+        v_where);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.import_librechat(text, jsonb) IS
+    'Import one LibreChat conversation export (recursive or flat; parentMessageId, the latest leaf as the head); a repeat returns the same id.';
+
+-- import_openwebui: one Open WebUI chat (a row of its chat table or of the
+-- UI's JSON export, which holds an object "chat", or the bare chat column)
+-- as a new conversation of p_owner_id, by the rules of docs/importing.md
+-- ("The rules"): history.messages by parentId (several roots when the first message
+-- was edited; childrenIds that disagree with parentId are only counted),
+-- history.currentId as the head, each message kept verbatim in
+-- import_origins. Repeats, merges, CV011 and caps as import_chatgpt.
+CREATE OR REPLACE FUNCTION convo.import_openwebui(p_owner_id text, p_chat jsonb)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+DECLARE
+    v_row      jsonb;
+    v_chat     jsonb;
+    v_messages jsonb;
+    v_current  jsonb;
+    v_source   text;
+    v_id       uuid;
+    v_digest   text;
+    v_existing uuid;
+    v_where    text;
+    v_bad      record;
+BEGIN
+    PERFORM convo_private.hold_new_owner(p_owner_id, 'import conversations');
+    IF p_chat IS NULL OR jsonb_typeof(p_chat) <> 'object' THEN
+        RAISE EXCEPTION 'p_chat must be one Open WebUI chat, a JSON object, not %', coalesce(jsonb_typeof(p_chat), 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id),
+                  HINT = 'Import each element of an Open WebUI export on its own.';
+    END IF;
+    IF jsonb_typeof(p_chat -> 'chat') = 'object' THEN
+        v_row := p_chat;
+        v_chat := p_chat -> 'chat';
+    ELSE
+        v_chat := p_chat;
+    END IF;
+    v_messages := v_chat -> 'history' -> 'messages';
+    v_current := v_chat -> 'history' -> 'currentId';
+    SELECT k.source, k.conversation_id, k.place, k.digest INTO v_source, v_id, v_where, v_digest
+      FROM convo_private.import_key('openwebui', 'Open WebUI chat', p_owner_id,
+                                    coalesce(convo_private.nonempty_text(v_row -> 'id'),
+                                             convo_private.nonempty_text(v_chat -> 'id')), p_chat) k;
+    v_existing := convo_private.import_repeat(p_owner_id, 'openwebui', v_source, v_digest, v_where);
+    IF v_existing IS NOT NULL THEN
+        RETURN v_existing;
+    END IF;
+
+    IF jsonb_typeof(v_messages) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'an Open WebUI chat needs a "history.messages" object, not %', coalesce(jsonb_typeof(v_messages), 'none')
+            USING ERRCODE = 'CV011', DETAIL = v_where;
+    END IF;
+    SELECT e.key, e.why INTO v_bad
+      FROM (SELECT n.key, CASE
+                   WHEN jsonb_typeof(n.msg) <> 'object' THEN 'is not an object'
+                   WHEN jsonb_typeof(n.msg -> 'id') NOT IN ('null') AND n.msg -> 'id' <> to_jsonb(n.key)
+                       THEN 'has an id other than its key'
+                   WHEN jsonb_typeof(n.msg -> 'role') IS DISTINCT FROM 'string'
+                        OR n.msg ->> 'role' NOT IN ('user', 'assistant', 'system')
+                       THEN 'has a missing or unknown role'
+                   WHEN jsonb_typeof(n.msg -> 'parentId') NOT IN ('null')
+                        AND (jsonb_typeof(n.msg -> 'parentId') <> 'string' OR NOT v_messages ? (n.msg ->> 'parentId'))
+                       THEN 'names a parentId that is no message (missing parent)'
+                   WHEN jsonb_typeof(n.msg -> 'childrenIds') NOT IN ('array', 'null')
+                        OR EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(n.msg -> 'childrenIds') = 'array'
+                                                                           THEN n.msg -> 'childrenIds' END) c (child)
+                                    WHERE jsonb_typeof(c.child) <> 'string')
+                       THEN 'has childrenIds that are not an array of strings'
+                   WHEN jsonb_typeof(n.msg -> 'timestamp') NOT IN ('number', 'null')
+                       THEN 'has a timestamp that is neither a number nor null'
+                   WHEN jsonb_typeof(n.msg -> 'timestamp') = 'number'
+                        AND convo_private.epoch_time(n.msg -> 'timestamp', 1e11) IS NULL
+                       THEN 'has a timestamp outside years 1 to 9999'
+                   END AS why
+              FROM jsonb_each(v_messages) AS n (key, msg)) e
+     WHERE e.why IS NOT NULL
+     ORDER BY e.key COLLATE "C"
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'Open WebUI message % %', v_bad.key, v_bad.why
+            USING ERRCODE = 'CV011', DETAIL = format('%s, message %s', v_where, v_bad.key);
+    END IF;
+    IF jsonb_typeof(v_current) IS DISTINCT FROM 'null' AND v_current IS NOT NULL
+       AND (jsonb_typeof(v_current) <> 'string' OR NOT v_messages ? (v_current #>> '{}')) THEN
+        RAISE EXCEPTION 'history.currentId names no message'
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('%s, currentId %s', v_where, left(v_current::text, convo_private.max_id_length()));
+    END IF;
+
+    RETURN convo_private.import_tree(v_id, p_owner_id, 'openwebui', v_source, v_digest, v_messages,
+        CASE WHEN jsonb_typeof(v_current) = 'string' THEN v_current #>> '{}' END,
+        coalesce(convo_private.epoch_time(v_row -> 'created_at', 1e11), convo_private.epoch_time(v_chat -> 'timestamp', 1e11)),
+        jsonb_build_object('format', 'openwebui', 'source_id', v_source,
+                           'title', coalesce(nullif(v_row -> 'title', 'null'), v_chat -> 'title'),
+                           'chat', v_chat - 'history' - 'messages', 'row', v_row - 'chat',
+                           'requested_head', coalesce(v_current, 'null')),
+        v_where);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.import_openwebui(text, jsonb) IS
+    'Import one Open WebUI chat (history.messages by parentId, currentId as the head); a repeat returns the same id.';
+
+-- path: the live conversation, root to head: what a chat UI reads on every
+-- page load. One statement (each part of it filtered by the argument, so
+-- that on a distributed database it reads the node it runs on) checks the owner (sees_owner, CV002 otherwise,
+-- through conversation_ref) and reads the live-path index (convo.live_path:
+-- one row per branch the path runs through, kept by every head move) and
+-- the sibling counts (the few later siblings, messages_forks_idx, as one
+-- object by parent that each row looks up); a second reads the messages: a
+-- conversation never edited is one segment, one range scan of
+-- messages_branch_key in depth order, as a flat list is; an edited one a
+-- range scan per segment. No probe and no join per message, whatever the
+-- plan. Empty before the first message.
+CREATE OR REPLACE FUNCTION convo.path(p_conversation_id uuid)
+RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+DECLARE
+    v_seen     boolean;
+    v_branches uuid[];  -- the segments, root first: each branch
+    v_depths   int[];   -- and the deepest of it on the path
+    v_forks    jsonb;   -- parent id ('' for the roots) to its children's count, for parents of more than one
+BEGIN
+    SELECT true,
+           (SELECT array_agg(l.branch_id ORDER BY l.min_depth) FROM convo.live_path l WHERE l.conversation_id = p_conversation_id),
+           (SELECT array_agg(l.max_depth ORDER BY l.min_depth) FROM convo.live_path l WHERE l.conversation_id = p_conversation_id),
+           (SELECT jsonb_object_agg(coalesce(f.parent_id::text, ''), f.n)
+              FROM (SELECT f.parent_id, max(f.sibling_index) AS n
+                      FROM convo.messages f
+                     WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1
+                     GROUP BY f.parent_id) f)
+      INTO v_seen, v_branches, v_depths, v_forks
+      FROM convo.conversations c
+     WHERE c.id = p_conversation_id AND convo_private.sees_owner(c.owner_id);
+    IF v_seen IS NULL THEN
+        PERFORM convo_private.conversation_ref(p_conversation_id); -- CV011 or CV002
+    END IF;
+    IF cardinality(v_branches) = 1 THEN
+        RETURN QUERY
+        SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
+               CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END
+          FROM convo.messages m
+         WHERE m.conversation_id = p_conversation_id AND m.branch_id = v_branches[1] AND m.depth <= v_depths[1]
+         ORDER BY m.depth;
+    ELSIF cardinality(v_branches) > 1 THEN
+        RETURN QUERY
+        SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
+               CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END
+          FROM unnest(v_branches, v_depths) AS s (branch_id, max_depth)
+          JOIN convo.messages m
+            ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth
+         ORDER BY m.depth;
+    END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.path(uuid) IS
+    'The live path, root to head (depth 0 first), with parts and sibling position ("< 2/3 >").';
+
+-- apply_grants: makes the catalog grant exactly documented_grants: revokes
+-- every other privilege (PUBLIC's default EXECUTE included), then grants
+-- what is missing. Run by each migration that adds or changes an object,
+-- after hand_over_objects has given the owner role what it created;
+-- idempotent.
+CREATE OR REPLACE FUNCTION convo_private.apply_grants()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v record;
+BEGIN
+    FOR v IN SELECT * FROM convo_private.granted_privileges()
+             EXCEPT SELECT * FROM convo_private.documented_grants() LOOP
+        EXECUTE format('REVOKE %s ON %s %s FROM %s', v.privilege, v.object_kind, v.object_name,
+                       CASE v.grantee WHEN 'PUBLIC' THEN 'PUBLIC' ELSE quote_ident(v.grantee) END);
+    END LOOP;
+    FOR v IN SELECT * FROM convo_private.documented_grants()
+             EXCEPT SELECT * FROM convo_private.granted_privileges() LOOP
+        EXECUTE format('GRANT %s ON %s %s TO %I', v.privilege, v.object_kind, v.object_name, v.grantee);
+    END LOOP;
+END;
+$$;
+
+-- hand_over_objects: gives convo_owner every object of schemas convo and
+-- convo_private that another role owns, as if convo_owner had created it:
+-- the owner, and no EXECUTE for PUBLIC on a routine (the default privileges
+-- 0003 set for convo_owner). A migration as cmd/newmigration writes it
+-- creates its objects as the migrating role, not as convo_owner (Citus
+-- sends DDL to its workers over new connections as the current role, and
+-- convo_owner cannot log in), then runs this, then apply_grants. What
+-- follows another object's owner goes with it: a table's indexes, row type
+-- and column sequences, a type's array (a range's constructors stay the
+-- bootstrap superuser's, whoever creates the range). Invoker rights: the
+-- migrating role runs it, a superuser or a member of convo_owner.
+CREATE OR REPLACE FUNCTION convo_private.hand_over_objects()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v record;
+BEGIN
+    FOR v IN
+        WITH ours (classid, objid, owner) AS (
+            SELECT 'pg_namespace'::regclass, n.oid, n.nspowner FROM pg_namespace n
+             WHERE n.nspname IN ('convo', 'convo_private')
+            UNION ALL
+            SELECT 'pg_class'::regclass, c.oid, c.relowner FROM pg_class c
+             WHERE c.relnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+               AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+               AND NOT EXISTS (SELECT FROM pg_depend d      -- a column's sequence goes with its table
+                                WHERE c.relkind = 'S' AND d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                                  AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i'))
+            UNION ALL
+            SELECT 'pg_type'::regclass, t.oid, t.typowner FROM pg_type t
+             WHERE t.typnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+               AND NOT EXISTS (SELECT FROM pg_type e WHERE e.typarray = t.oid)
+               AND (t.typrelid = 0 OR (SELECT c.relkind FROM pg_class c WHERE c.oid = t.typrelid) = 'c')
+            UNION ALL
+            SELECT 'pg_proc'::regclass, p.oid, p.proowner FROM pg_proc p
+             WHERE p.pronamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+               AND NOT EXISTS (SELECT FROM pg_depend d      -- a range's constructors
+                                WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'i')
+            UNION ALL
+            SELECT 'pg_operator'::regclass, o.oid, o.oprowner FROM pg_operator o
+             WHERE o.oprnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+            UNION ALL
+            SELECT 'pg_opclass'::regclass, o.oid, o.opcowner FROM pg_opclass o
+             WHERE o.opcnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+            UNION ALL
+            SELECT 'pg_opfamily'::regclass, o.oid, o.opfowner FROM pg_opfamily o
+             WHERE o.opfnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+            UNION ALL
+            SELECT 'pg_collation'::regclass, o.oid, o.collowner FROM pg_collation o
+             WHERE o.collnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+            UNION ALL
+            SELECT 'pg_conversion'::regclass, o.oid, o.conowner FROM pg_conversion o
+             WHERE o.connamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+            UNION ALL
+            SELECT 'pg_ts_config'::regclass, o.oid, o.cfgowner FROM pg_ts_config o
+             WHERE o.cfgnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+            UNION ALL
+            SELECT 'pg_ts_dict'::regclass, o.oid, o.dictowner FROM pg_ts_dict o
+             WHERE o.dictnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+            UNION ALL
+            SELECT 'pg_statistic_ext'::regclass, o.oid, o.stxowner FROM pg_statistic_ext o
+             WHERE o.stxnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace))
+        SELECT ours.classid, i.type, i.identity
+          FROM ours CROSS JOIN LATERAL pg_identify_object(ours.classid, ours.objid, 0) i
+         WHERE ours.owner <> 'convo_owner'::regrole
+         ORDER BY ours.classid = 'pg_namespace'::regclass DESC, i.type, i.identity
+    LOOP
+        EXECUTE format('ALTER %s %s OWNER TO convo_owner',
+                       CASE v.type WHEN 'partitioned table' THEN 'TABLE'
+                                   WHEN 'statistics object' THEN 'STATISTICS'
+                                   ELSE upper(v.type) END,
+                       v.identity);
+        IF v.classid = 'pg_proc'::regclass THEN
+            EXECUTE format('REVOKE ALL ON ROUTINE %s FROM PUBLIC', v.identity);
+        END IF;
+    END LOOP;
+END;
+$$;
+
+-- hold_new_owner: the owner checks of whatever makes a conversation (a
+-- new one, an import), p_action saying what in the error: an owner is
+-- required, at most max_id_length characters, and a convo_app session
+-- makes them only for the owner it set (CV011 otherwise); then it holds the
+-- owner against an owner-wide erasure running meanwhile (hold_owner). On a
+-- distributed database it runs on the owner's node, apart from the
+-- conversation's.
+CREATE OR REPLACE FUNCTION convo_private.hold_new_owner(p_owner_id text, p_action text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_owner_id IS NULL OR p_owner_id = '' THEN
+        RAISE EXCEPTION 'p_owner_id is required'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL'));
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
+    END IF;
+    IF NOT convo_private.writes_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'this session may not % for owner %', p_action, p_owner_id
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
+                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
+                  HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
+    END IF;
+    PERFORM convo_private.hold_owner(p_owner_id, false);
+END;
+$$;
+
+-- new_conversation: the conversation row of create_conversation, whose
+-- owner hold_new_owner has checked and holds, with id p_conversation_id
+-- (given by the caller when p_given: then a taken id is a retry, the same
+-- call returning it, anything else CV009); with a system prompt, a root
+-- system message that becomes the head (head-log reason 'create').
+CREATE OR REPLACE FUNCTION convo_private.new_conversation(
+    p_conversation_id uuid,
+    p_owner_id        text,
+    p_system_prompt   text,
+    p_metadata        jsonb,
+    p_given           boolean)
+RETURNS uuid
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_existing convo.conversations;
+    v_taken    boolean := false;
+    v_root     uuid;
+    v_parts    jsonb := CASE WHEN p_system_prompt IS NOT NULL
+                             THEN jsonb_build_array(jsonb_build_object('type', 'text', 'text', p_system_prompt)) END;
+BEGIN
+    IF p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
+        RAISE EXCEPTION 'p_metadata must be a JSON object'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF octet_length(p_metadata::text) > convo.max_metadata_bytes() THEN
+        RAISE EXCEPTION 'conversation metadata is larger than % bytes', convo.max_metadata_bytes()
+            USING ERRCODE = 'CV010', DETAIL = format('owner %s: %s bytes', p_owner_id, octet_length(p_metadata::text));
+    END IF;
+
+    -- A given id that is taken is a retry: read first without a lock, so
+    -- that another owner's row is never locked or waited for (an UPDATE in
+    -- progress would hold up an INSERT ... ON CONFLICT on it).
+    IF p_given THEN
+        PERFORM FROM convo.conversations c WHERE c.id = p_conversation_id;
+        v_taken := FOUND;
+    END IF;
+    IF NOT v_taken THEN
+        INSERT INTO convo.conversations (id, owner_id, metadata)
+        VALUES (p_conversation_id, p_owner_id, p_metadata)
+        ON CONFLICT (id) DO NOTHING;
+        v_taken := NOT FOUND; -- a concurrent call with the same id came first
+    END IF;
+    IF v_taken THEN
+        -- The same owner, metadata and system prompt return the first
+        -- result; anything else, another owner's id included, is CV009.
+        -- Locked only if it is this owner's.
+        SELECT * INTO v_existing FROM convo.conversations c
+         WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id
+           FOR NO KEY UPDATE;
+        -- The system prompt is the message the 'create' move named, whatever
+        -- was appended since; compared as text, like the metadata.
+        IF v_existing.owner_id IS DISTINCT FROM p_owner_id
+           OR v_existing.metadata::text IS DISTINCT FROM p_metadata::text
+           OR (SELECT m.parts FROM convo.conversation_head_log l
+                 JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.head_message_id
+                WHERE l.conversation_id = p_conversation_id AND l.reason = 'create')::text IS DISTINCT FROM v_parts::text THEN
+            RAISE EXCEPTION 'conversation id % is already used for a different conversation', p_conversation_id
+                USING ERRCODE = 'CV009', DETAIL = format('conversation %s', p_conversation_id);
+        END IF;
+        RETURN p_conversation_id;
+    END IF;
+
+    IF p_system_prompt IS NOT NULL THEN
+        v_root := gen_random_uuid();
+        PERFORM convo_private.write_messages(p_conversation_id, NULL, ARRAY[v_root], ARRAY[NULL::uuid], ARRAY['system'],
+                                             ARRAY[v_parts], NULL, NULL, NULL, v_root, 'create', NULL);
+    END IF;
+    RETURN p_conversation_id;
+END;
+$$;
+
+-- Give convo_owner what this migration created, then grant as documented.
+SELECT convo_private.hand_over_objects();
+SELECT convo_private.apply_grants();
+
+-- Give back a membership taken above.
+DO $$
+BEGIN
+    IF coalesce(current_setting('pgconvo.revoke_owner_after_migration', true), '') <> '' THEN
+        EXECUTE format('REVOKE convo_owner FROM %I', current_setting('pgconvo.revoke_owner_after_migration'));
+    END IF;
+END;
+$$;

@@ -1,9 +1,10 @@
 -- 0042_citus_ready: what a Citus cluster needs of the tables and the code,
--- with nothing changed on one server: the receipts' key holds the owner
--- they are distributed by, the import record's source key the conversation;
--- create_conversation checks and holds the owner apart from making the
--- conversation; path filters each of its reads by its argument; and from
--- here on migrations create as the migrating role and hand over.
+-- with nothing changed on one server but where the receipts' erasures are
+-- recorded: each key holds the column its table is distributed by, each
+-- erasure record lives beside what it erased, create_conversation checks
+-- and holds the owner apart from making the conversation, and no statement
+-- looks a row up across conversations or computes from the rows it updates.
+-- From here on migrations create as the migrating role and hand over.
 
 -- Create as the migrating role, never as the owner role convo_owner, which
 -- cannot log in (Citus runs DDL on its workers as the current role). A role
@@ -30,6 +31,53 @@ CREATE UNIQUE INDEX imports_source_key ON convo.imports (owner_id, format, sourc
     WHERE import_id IS NULL;
 -- Folded into hold_new_owner, which create_conversation shares.
 DROP FUNCTION convo_private.check_import_owner(text);
+
+-- Each erasure record beside what it erased: a conversation's in
+-- convo.erasures and convo.erasure_places, keyed by the conversation; an
+-- owner's erasure of its receipts in convo.owner_erasures, keyed by the
+-- owner, with the receipts it redacted. erase_owner wrote the latter into
+-- convo.erasures with no conversation; those records move, as they were.
+CREATE TABLE convo.owner_erasures (
+    owner_id          text        NOT NULL CHECK (owner_id <> ''),
+    id                uuid        NOT NULL,
+    reason            text        NOT NULL CHECK (btrim(reason) <> ''),
+    erased_by         text        NOT NULL DEFAULT coalesce(nullif(current_setting('role'), 'none'), session_user),
+    erased_at         timestamptz NOT NULL DEFAULT clock_timestamp(),
+    receipts_redacted bigint      NOT NULL CHECK (receipts_redacted >= 0),
+    PRIMARY KEY (owner_id, id)
+);
+COMMENT ON TABLE convo.owner_erasures IS
+    'Each erasure of an owner''s receipts (erase_owner): who, when, why, how many receipts it redacted. Append-only.';
+ALTER TABLE convo.owner_erasures ENABLE ROW LEVEL SECURITY;
+CREATE POLICY owner_erasures_reader_reads_all ON convo.owner_erasures FOR SELECT TO convo_reader USING (true);
+
+ALTER TABLE convo.erasures DISABLE TRIGGER erasures_90_append_only;
+ALTER TABLE convo.erasure_places DISABLE TRIGGER erasure_places_90_append_only;
+INSERT INTO convo.owner_erasures (owner_id, id, reason, erased_by, erased_at, receipts_redacted)
+SELECT e.owner_id, e.id, e.reason, e.erased_by, e.erased_at, coalesce(p.rows_redacted, 0)
+  FROM convo.erasures e
+  LEFT JOIN convo.erasure_places p ON p.owner_id = e.owner_id AND p.erasure_id = e.id AND p.place = 'tool_receipts'
+ WHERE e.conversation_id IS NULL;
+DELETE FROM convo.erasure_places p USING convo.erasures e
+ WHERE p.owner_id = e.owner_id AND p.erasure_id = e.id AND e.conversation_id IS NULL;
+DELETE FROM convo.erasures WHERE conversation_id IS NULL;
+ALTER TABLE convo.erasure_places ADD COLUMN conversation_id uuid;
+UPDATE convo.erasure_places p SET conversation_id = e.conversation_id
+  FROM convo.erasures e WHERE e.owner_id = p.owner_id AND e.id = p.erasure_id;
+ALTER TABLE convo.erasures ENABLE ALWAYS TRIGGER erasures_90_append_only;
+ALTER TABLE convo.erasure_places ENABLE ALWAYS TRIGGER erasure_places_90_append_only;
+
+ALTER TABLE convo.erasure_places DROP CONSTRAINT erasure_places_owner_id_erasure_id_fkey,
+    DROP CONSTRAINT erasure_places_pkey,
+    ALTER COLUMN conversation_id SET NOT NULL;
+ALTER TABLE convo.erasures DROP CONSTRAINT erasures_pkey,
+    ALTER COLUMN conversation_id SET NOT NULL,
+    ADD PRIMARY KEY (conversation_id, id);
+DROP INDEX convo.erasures_conversation_idx;
+ALTER TABLE convo.erasure_places ADD PRIMARY KEY (conversation_id, erasure_id, place),
+    ADD CONSTRAINT erasure_places_erasure_fkey FOREIGN KEY (conversation_id, erasure_id)
+        REFERENCES convo.erasures (conversation_id, id);
+COMMENT ON TABLE convo.erasures IS 'Every erasure of a conversation (who, when, why), a repeat too; append-only.';
 
 -- create_conversation: a new conversation; with a system prompt, a root
 -- system message that becomes the head (head-log reason 'create').
@@ -64,6 +112,61 @@ $$;
 
 COMMENT ON FUNCTION convo.create_conversation(text, text, jsonb, uuid) IS
     'New conversation for an owner; a system prompt becomes the root message and the head. Retry-safe by p_conversation_id.';
+
+-- effect_for_call: what the agent loop must do for a tool call, read from the
+-- ledger decision written when the call was appended: execute (send with
+-- idempotency_key), reuse (take the existing outcome), confirm (ask a
+-- person), rejected, or replay (a registered tool without effects). A call
+-- of a tool that was not registered then is CV007, whatever came after.
+CREATE OR REPLACE FUNCTION convo.effect_for_call(p_conversation_id uuid, p_tool_call_id text)
+RETURNS TABLE (effect_id uuid, decision text, state text, idempotency_key text, external_ref text,
+               http_status int, error_code text)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+DECLARE
+    v_tool_name text;
+BEGIN
+    PERFORM convo_private.conversation_ref(p_conversation_id);
+    IF p_tool_call_id IS NULL THEN
+        RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    SELECT p.tool_name INTO v_tool_name FROM convo.keyed_parts p
+     WHERE p.conversation_id = p_conversation_id AND p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id;
+    IF NOT FOUND THEN
+        PERFORM convo_private.raise_not_found('tool call', p_tool_call_id, p_conversation_id,
+            convo_private.other_conversation(p_conversation_id, 'convo.keyed_parts', 'tool_call_id', p_tool_call_id,
+                                             'type = ''tool_use'''));
+    END IF;
+
+    RETURN QUERY
+    SELECT e.id, l.decision, e.state, e.idempotency_key, e.external_ref, e.http_status, e.error_code
+      FROM convo.tool_effect_calls l
+      LEFT JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+     WHERE l.conversation_id = p_conversation_id AND l.tool_call_id = p_tool_call_id;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'tool % of call % was not on the allowlist when the call was appended',
+            v_tool_name, p_tool_call_id
+        USING ERRCODE = 'CV007',
+              DETAIL = format('tool %s, tool call %s, conversation %s', v_tool_name, p_tool_call_id, p_conversation_id),
+              HINT = 'An unregistered tool never gets a go-ahead; register it, then append a new call.';
+END;
+$$;
+
+COMMENT ON FUNCTION convo.effect_for_call(uuid, text) IS
+    'What the agent loop must do for a tool call: execute, reuse, confirm, rejected or replay (CV007 for an unregistered tool).';
 
 -- import_chatgpt: one conversation of a ChatGPT export (an element of
 -- conversations.json, or a bare conversation object) as a new conversation
@@ -413,8 +516,8 @@ BEGIN
         INSERT INTO convo.erasures (owner_id, id, conversation_id, reason, erased_by, erased_at, import_id)
         SELECT r.owner_id, r.id, v_id, r.reason, r.erased_by, r.erased_at, v_import
           FROM jsonb_populate_recordset(NULL::convo.erasures, p_export -> 'erasures') r;
-        INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted)
-        SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted
+        INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted, conversation_id)
+        SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted, v_id
           FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
                LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
 
@@ -908,6 +1011,239 @@ BEGIN
 END;
 $$;
 
+-- beside: the relation that holds p_table's rows stored beside
+-- p_conversation_id's: p_table itself on one server; on a distributed
+-- database, p_table's shard that holds the conversation, on the node a
+-- delegated call runs on (Citus routes none of its statements to another
+-- conversation's rows, even in that shard). What an error names there is
+-- looked up there: the lookups by id alone of raise_not_found's callers.
+CREATE OR REPLACE FUNCTION convo_private.beside(p_table regclass, p_conversation_id uuid)
+RETURNS text
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_shard text;
+BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT shard_name(p.logicalrelid, get_shard_id_for_distribution_column(p.logicalrelid, $2))
+                   FROM pg_dist_partition p WHERE p.logicalrelid = $1 AND p.partmethod = ''h'''
+           INTO v_shard USING p_table, p_conversation_id;
+    END IF;
+    RETURN coalesce(v_shard, p_table::text);
+END;
+$$;
+
+-- effect_ref: the effect a call names, locked for its transition. CV003 if
+-- it belongs to another conversation, CV002 if there is none.
+CREATE OR REPLACE FUNCTION convo_private.effect_ref(p_conversation_id uuid, p_effect_id uuid)
+RETURNS convo.tool_effects
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_effect convo.tool_effects;
+BEGIN
+    IF p_effect_id IS NULL THEN
+        RAISE EXCEPTION 'p_effect_id is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    SELECT * INTO v_effect FROM convo.tool_effects e
+     WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id
+       FOR UPDATE;
+    IF FOUND THEN
+        RETURN v_effect;
+    END IF;
+    PERFORM convo_private.raise_not_found('effect', p_effect_id::text, p_conversation_id,
+        convo_private.other_conversation(p_conversation_id, 'convo.tool_effects', 'id', p_effect_id::text));
+    RETURN NULL; -- not reached: raise_not_found always raises
+END;
+$$;
+
+-- erase_content: one erasure: every row of the conversation that holds
+-- content becomes its redact_row, recorded first in convo.erasures, with
+-- one row per place (table) where rows changed in convo.erasure_places; or,
+-- with no conversation, every receipt of the owner, recorded in
+-- convo.owner_erasures. Each record lives beside what it erased (on a
+-- distributed database, on the node of the conversation, or of the owner).
+-- It is the one piece of pgconvo that updates content: the tables refuse
+-- every UPDATE of content from outside pgconvo's code. Rows already
+-- redacted are left alone, so a repeat changes nothing and returns no rows,
+-- but is recorded.
+CREATE OR REPLACE FUNCTION convo_private.erase_content(p_owner_id text, p_conversation_id uuid, p_reason text)
+RETURNS TABLE (place text, rows_redacted bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_erasure uuid := gen_random_uuid();
+    v_place   record;
+    v_n       bigint;
+    v_rows    jsonb[];
+BEGIN
+    IF p_conversation_id IS NULL THEN
+        SELECT array_agg(convo_private.redact_row('tool_receipts', to_jsonb(t))) INTO v_rows
+          FROM convo.tool_receipts t
+         WHERE t.owner_id = p_owner_id
+           AND to_jsonb(t)::text <> convo_private.redact_row('tool_receipts', to_jsonb(t))::text;
+        UPDATE convo.tool_receipts t
+           SET (request, request_digest, arguments, expected)
+             = (SELECT x.request, x.request_digest, x.arguments, x.expected
+                  FROM jsonb_populate_record(NULL::convo.tool_receipts, r.j) x)
+          FROM unnest(v_rows) AS r (j)
+         WHERE t.owner_id = p_owner_id AND t.id = (r.j ->> 'id')::uuid;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        INSERT INTO convo.owner_erasures (owner_id, id, reason, receipts_redacted)
+        VALUES (p_owner_id, v_erasure, p_reason, v_n);
+        IF v_n > 0 THEN
+            place := 'tool_receipts';
+            rows_redacted := v_n;
+            RETURN NEXT;
+        END IF;
+        RETURN;
+    END IF;
+    INSERT INTO convo.erasures (owner_id, id, conversation_id, reason)
+    VALUES (p_owner_id, v_erasure, p_conversation_id, p_reason);
+
+    -- Each place: its table, the columns redact_row changes, the column
+    -- that selects the conversation's rows and the one that tells them
+    -- apart. The redacted rows are read first and written by key: an
+    -- UPDATE computes nothing from the rows it changes (Citus refuses a
+    -- STABLE function over them, as to_jsonb is).
+    FOR v_place IN
+        SELECT * FROM (VALUES
+            ('messages', 'parts', 'conversation_id', 'id', 'uuid'),
+            ('conversations', 'metadata, title', 'id', 'id', 'uuid'),
+            ('conversation_changes', 'old_value, new_value', 'conversation_id', 'seq', 'bigint'),
+            ('generations', 'params, request_digest, usage, error', 'conversation_id', 'id', 'uuid'),
+            ('tool_effects', 'arguments', 'conversation_id', 'id', 'uuid'),
+            ('tool_effect_events', 'evidence', 'conversation_id', 'seq', 'bigint'),
+            ('import_origins', 'node', 'conversation_id', 'message_id', 'uuid'),
+            ('imports', 'source_key, digest', 'conversation_id', 'id', 'uuid')) AS p (tab, cols, key, pk, pk_type)
+    LOOP
+        EXECUTE format('SELECT array_agg(convo_private.redact_row(%1$L, to_jsonb(t))) FROM convo.%1$I t
+                         WHERE t.%2$I = $1 AND to_jsonb(t)::text <> convo_private.redact_row(%1$L, to_jsonb(t))::text',
+                       v_place.tab, v_place.key)
+           INTO v_rows USING p_conversation_id;
+        EXECUTE format('UPDATE convo.%1$I t SET (%2$s) = (SELECT %2$s FROM jsonb_populate_record(NULL::convo.%1$I, r.j))
+                          FROM unnest($2) AS r (j)
+                         WHERE t.%3$I = $1 AND t.%4$I = (r.j ->> %4$L)::%5$s',
+                       v_place.tab, v_place.cols, v_place.key, v_place.pk, v_place.pk_type)
+        USING p_conversation_id, v_rows;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        IF v_n > 0 THEN
+            INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted, conversation_id)
+            VALUES (p_owner_id, v_erasure, v_place.tab, v_n, p_conversation_id);
+            place := v_place.tab;
+            rows_redacted := v_n;
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+    -- A new version of the conversation's row when anything was erased,
+    -- whatever the row itself held: a transaction whose snapshot is older
+    -- than the erasure (REPEATABLE READ) then cannot lock the conversation
+    -- to write to it (40001), where it would count its key epoch without the
+    -- erasure and meet the erased keys (record_tool_call). A repeat that
+    -- erased nothing leaves the row as it was.
+    IF EXISTS (SELECT 1 FROM convo.erasure_places x
+                WHERE x.conversation_id = p_conversation_id AND x.erasure_id = v_erasure) THEN
+        UPDATE convo.conversations c SET last_activity_at = c.last_activity_at WHERE c.id = p_conversation_id;
+    END IF;
+END;
+$$;
+
+-- export_of: the export document of one conversation (format pgconvo.export,
+-- version 3; every key is described in docs/erasure.md and on
+-- convo.export_conversation), without an owner check: export_conversation
+-- checks the reader, import_conversation compares an import with what it
+-- stored. Every row is the table's own row as jsonb, without the
+-- conversation id it repeats, in a fixed order, and times print in UTC, so
+-- the same rows give the same text in any session and any database.
+-- PL/pgSQL, as every function over the tables (a distributed engine runs
+-- its statements where the rows are). The
+-- tools are the versions the ledger's calls and effects were checked
+-- against; the imports are the conversation's record of imports.
+CREATE OR REPLACE FUNCTION convo_private.export_of(p_conversation_id uuid)
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC'
+SET IntervalStyle = 'iso_8601'
+AS $$
+BEGIN
+    RETURN (SELECT jsonb_build_object(
+        'format', 'pgconvo.export',
+        'version', 3,
+        'conversation', to_jsonb(c),
+        'messages', coalesce((SELECT jsonb_agg(to_jsonb(m) - 'conversation_id' ORDER BY m.depth, m.parent_id, m.sibling_index)
+                                FROM convo.messages m WHERE m.conversation_id = p_conversation_id), '[]'),
+        'head_log', coalesce((SELECT jsonb_agg(to_jsonb(l) - 'conversation_id' ORDER BY l.seq)
+                                FROM convo.conversation_head_log l WHERE l.conversation_id = p_conversation_id), '[]'),
+        'changes', coalesce((SELECT jsonb_agg(to_jsonb(x) - 'conversation_id' ORDER BY x.seq)
+                               FROM convo.conversation_changes x WHERE x.conversation_id = p_conversation_id), '[]'),
+        'generations', coalesce((SELECT jsonb_agg(to_jsonb(g) - 'conversation_id' ORDER BY g.started_at, g.id)
+                                   FROM convo.generations g WHERE g.conversation_id = p_conversation_id), '[]'),
+        'tools', coalesce((SELECT jsonb_agg(to_jsonb(t) - 'registered_at' - 'registered_by' ORDER BY t.name, t.version)
+                             FROM convo.tools t
+                            WHERE (t.name, t.version) IN (SELECT e.tool_name, e.tool_version FROM convo.tool_effects e
+                                                           WHERE e.conversation_id = p_conversation_id
+                                                          UNION
+                                                          SELECT k.tool_name, k.tool_version FROM convo.tool_effect_calls k
+                                                           WHERE k.conversation_id = p_conversation_id)), '[]'),
+        'tool_calls', coalesce((SELECT jsonb_agg(to_jsonb(k) - 'conversation_id' ORDER BY k.decided_at, k.tool_call_id)
+                                  FROM convo.tool_effect_calls k WHERE k.conversation_id = p_conversation_id), '[]'),
+        'effects', coalesce((SELECT jsonb_agg(to_jsonb(e) - 'conversation_id' ORDER BY e.requested_at, e.id)
+                               FROM convo.tool_effects e WHERE e.conversation_id = p_conversation_id), '[]'),
+        'effect_events', coalesce((SELECT jsonb_agg(to_jsonb(v) - 'conversation_id' ORDER BY v.seq)
+                                     FROM convo.tool_effect_events v WHERE v.conversation_id = p_conversation_id), '[]'),
+        'erasures', coalesce((SELECT jsonb_agg(to_jsonb(r) - 'conversation_id'
+                                               || jsonb_build_object('places', coalesce(
+                                                      (SELECT jsonb_agg(jsonb_build_object('place', p.place, 'rows_redacted', p.rows_redacted)
+                                                                        ORDER BY p.place)
+                                                         FROM convo.erasure_places p
+                                                        WHERE p.conversation_id = p_conversation_id AND p.erasure_id = r.id), '[]'))
+                                               ORDER BY r.erased_at, r.id)
+                                FROM convo.erasures r WHERE r.conversation_id = p_conversation_id), '[]'),
+        -- Import origins: the source node of each message that came from
+        -- another product (import_chatgpt, import_openwebui, import_librechat),
+        -- by message.
+        'origins', coalesce((SELECT jsonb_agg(to_jsonb(o) - 'conversation_id' ORDER BY o.message_id)
+                               FROM convo.import_origins o WHERE o.conversation_id = p_conversation_id), '[]'),
+        'imports', coalesce((SELECT jsonb_agg(to_jsonb(i) - 'conversation_id' ORDER BY i.imported_at, i.id)
+                               FROM convo.imports i WHERE i.conversation_id = p_conversation_id), '[]'))
+      FROM convo.conversations c
+     WHERE c.id = p_conversation_id);
+END;
+$$;
+
+-- generation_ref: the generation a call names, locked for its transition.
+-- CV003 if it belongs to another conversation, CV002 if there is none.
+CREATE OR REPLACE FUNCTION convo_private.generation_ref(p_conversation_id uuid, p_generation_id uuid)
+RETURNS convo.generations
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_generation convo.generations;
+BEGIN
+    IF p_generation_id IS NULL THEN
+        RAISE EXCEPTION 'p_generation_id is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    SELECT * INTO v_generation FROM convo.generations g
+     WHERE g.conversation_id = p_conversation_id AND g.id = p_generation_id
+       FOR UPDATE;
+    IF FOUND THEN
+        RETURN v_generation;
+    END IF;
+    PERFORM convo_private.raise_not_found('generation', p_generation_id::text, p_conversation_id,
+        convo_private.other_conversation(p_conversation_id, 'convo.generations', 'id', p_generation_id::text));
+    RETURN NULL; -- not reached: raise_not_found always raises
+END;
+$$;
+
 -- hand_over_objects: gives convo_owner every object of schemas convo and
 -- convo_private that another role owns, as if convo_owner had created it:
 -- the owner, and no EXECUTE for PUBLIC on a routine (the default privileges
@@ -1021,6 +1357,52 @@ BEGIN
 END;
 $$;
 
+-- key_epoch: a conversation's key epoch at p_at (NULL: now): the number of
+-- its erasures recorded by then (erase_conversation's, or erase_owner's one
+-- per conversation), by the erasures' index. scope_key digests it, so that a
+-- call after an erasure never shares a key with the erased calls before it.
+-- An effect's epoch is the one at its requested_at, a call's at its
+-- decided_at: an erasure at the same instant counts, since it redacted the
+-- effect, whose key is then no longer computed from its input. PL/pgSQL:
+-- Citus plans no SQL function's parameters in a query it routes.
+CREATE OR REPLACE FUNCTION convo_private.key_epoch(p_conversation_id uuid, p_at timestamptz)
+RETURNS int
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT count(*)::int FROM convo.erasures r
+             WHERE r.conversation_id = p_conversation_id AND (p_at IS NULL OR r.erased_at <= p_at));
+END;
+$$;
+
+-- message_ref: the message a call names, in the conversation it names.
+-- A message of another conversation is CV003, no such message CV002.
+CREATE OR REPLACE FUNCTION convo_private.message_ref(p_conversation_id uuid, p_message_id uuid)
+RETURNS convo.messages
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_message convo.messages;
+BEGIN
+    IF p_message_id IS NULL THEN
+        RAISE EXCEPTION 'a message id is required' USING ERRCODE = 'CV011',
+            DETAIL = format('conversation %s', p_conversation_id);
+    END IF;
+    SELECT * INTO v_message FROM convo.messages m
+     WHERE m.conversation_id = p_conversation_id AND m.id = p_message_id;
+    IF FOUND THEN
+        RETURN v_message;
+    END IF;
+    PERFORM convo_private.raise_not_found('message', p_message_id::text, p_conversation_id,
+        convo_private.other_conversation(p_conversation_id, 'convo.messages', 'id', p_message_id::text));
+    RETURN NULL; -- not reached: raise_not_found always raises
+END;
+$$;
+
 -- new_conversation: the conversation row of create_conversation, whose
 -- owner hold_new_owner has checked and holds, with id p_conversation_id
 -- (given by the caller when p_given: then a taken id is a retry, the same
@@ -1093,6 +1475,554 @@ BEGIN
     RETURN p_conversation_id;
 END;
 $$;
+
+-- other_conversation: the conversation of a row of p_table whose p_column
+-- is p_value (and that meets p_where, a condition written in pgconvo's
+-- code, when given), among the rows stored beside p_conversation_id's
+-- (beside): which conversation an id of the wrong one belongs to, for
+-- raise_not_found's CV003. On one server that is every conversation; on a
+-- distributed database, those of the same shard, and an id of another
+-- shard's is not found (CV002). One index probe: p_value is cast to the
+-- column's type.
+CREATE OR REPLACE FUNCTION convo_private.other_conversation(
+    p_conversation_id uuid,
+    p_table           regclass,
+    p_column          text,
+    p_value           text,
+    p_where           text DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_other uuid;
+BEGIN
+    IF p_value IS NULL THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE format('SELECT t.conversation_id FROM %s t WHERE t.%I = $1::%s%s LIMIT 1',
+                   convo_private.beside(p_table, p_conversation_id), p_column,
+                   (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+                     WHERE a.attrelid = p_table AND a.attname = p_column),
+                   CASE WHEN p_where IS NOT NULL THEN ' AND ' || p_where ELSE '' END)
+       INTO v_other USING p_value;
+    RETURN v_other;
+END;
+$$;
+
+-- owner_beside: the owner of p_other_conversation_id, a conversation stored
+-- beside p_conversation_id (other_conversation found it there), read where
+-- it is stored (beside).
+CREATE OR REPLACE FUNCTION convo_private.owner_beside(p_conversation_id uuid, p_other_conversation_id uuid)
+RETURNS text
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_owner text;
+BEGIN
+    EXECUTE format('SELECT c.owner_id FROM %s c WHERE c.id = $1', convo_private.beside('convo.conversations', p_conversation_id))
+       INTO v_owner USING p_other_conversation_id;
+    RETURN v_owner;
+END;
+$$;
+
+-- raise_not_found: the error for an id that names nothing in the
+-- conversation a call names: CV003 when it names a row of another
+-- conversation (p_other_conversation_id) that the caller may see, CV002 when
+-- it names none, or only rows of an owner the caller may not see. The
+-- other conversation is one stored beside the first (other_conversation).
+CREATE OR REPLACE FUNCTION convo_private.raise_not_found(
+    p_what                  text,
+    p_id                    text,
+    p_conversation_id       uuid,
+    p_other_conversation_id uuid)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_other_conversation_id IS NOT NULL
+       AND convo_private.sees_owner(convo_private.owner_beside(p_conversation_id, p_other_conversation_id)) THEN
+        RAISE EXCEPTION '% % belongs to another conversation', p_what, p_id
+            USING ERRCODE = 'CV003',
+                  DETAIL = format('%s %s, conversation %s, named in conversation %s',
+                                  p_what, p_id, p_other_conversation_id, p_conversation_id);
+    END IF;
+    RAISE EXCEPTION '% % does not exist', p_what, p_id
+        USING ERRCODE = 'CV002', DETAIL = format('%s %s, conversation %s', p_what, p_id, p_conversation_id);
+END;
+$$;
+
+-- record_tool_call: writes one tool call's ledger decision, from
+-- write_messages, in the transaction that stores its tool_use part, before
+-- any request can leave, against the tool's latest version at that moment,
+-- which the call's row names (so the decision can be checked against it).
+-- An unregistered tool gets no row (effect_for_call answers CV007, even once
+-- it is registered); write_messages calls it for no import (those calls
+-- happened elsewhere). A new effect's first event is written with it
+-- (effect_event).
+--   replay:   a registered tool without effects: free to run again, no effect.
+--   rejected: the input fails the tool's frozen schema: a failed effect, 422.
+--   reuse:    an effect already has this call's scope key (of this key epoch:
+--             since the conversation's latest erasure): the call is linked to it.
+--   confirm:  a re-run (same tool, same fork point, an earlier call on another
+--             branch) under a new key: held in awaiting_confirmation.
+--   execute:  a new pending effect under the scope key.
+CREATE OR REPLACE FUNCTION convo_private.record_tool_call(
+    p_conversation_id uuid,
+    p_message_id      uuid,
+    p_ordinal         int,
+    p_tool_call_id    text,
+    p_tool_name       text,
+    p_input           jsonb)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+-- Planned afresh for each call: a message of N calls grows the ledger
+-- within one statement, and a plan cached while the tables were nearly
+-- empty (a sequential scan) would make each call cost the calls before it.
+SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+    v_tool      convo.tools;
+    v_input     jsonb := p_input;
+    v_now       timestamptz := clock_timestamp();
+    v_errors    text[];
+    v_fork      uuid;
+    v_scope_key text;
+    v_epoch     int;
+    v_effect    convo.tool_effects;
+    v_repeats   uuid;
+    v_seg_branches uuid[]; -- the segments of this message's path: each branch
+    v_seg_depths   int[];  -- and the deepest of it on the path
+    v_decision  text;
+    v_money     record;
+    v_id        uuid := gen_random_uuid();
+BEGIN
+    SELECT * INTO v_tool FROM convo.tools t WHERE t.name = p_tool_name ORDER BY t.version DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    v_fork := convo_private.call_fork_point(p_conversation_id, p_message_id);
+    v_errors := CASE WHEN v_tool.effectful THEN convo.args_errors(v_tool.args_schema, v_input) END;
+    IF NOT v_tool.effectful THEN
+        v_decision := 'replay';
+    ELSIF cardinality(v_errors) > 0 THEN
+        -- Rejected calls never deduplicate: the key is the call's own.
+        v_decision := 'rejected';
+        v_scope_key := convo_private.scope_key('rejected', p_conversation_id, p_tool_call_id, NULL, NULL, NULL,
+                                               convo_private.key_epoch(p_conversation_id, NULL));
+    ELSE
+        -- The key of this epoch (every erasure so far: the conversation is
+        -- locked), so nothing erased is ever matched.
+        v_epoch := convo_private.key_epoch(p_conversation_id, NULL);
+        v_scope_key := convo_private.scope_key(v_tool.idempotency_scope, p_conversation_id, p_tool_call_id,
+                                               v_fork, v_tool.name, v_input, v_epoch);
+        SELECT * INTO v_effect FROM convo.tool_effects e
+         WHERE e.conversation_id = p_conversation_id AND e.scope_key = v_scope_key;
+        IF FOUND THEN
+            v_decision := 'reuse';
+        ELSE
+            -- Re-run candidates come from other messages at the same fork point
+            -- (the calls of this very message are on its path by definition):
+            -- two ranges of tool_effect_calls_fork_idx skip this message's
+            -- calls, so N calls in one message cost N lookups, not N squared.
+            -- A candidate on this message's path (an earlier call of the same
+            -- agent turn) is no re-run: the path's segments are read once and
+            -- each candidate's message looked up against them (is_on_segments),
+            -- not walked again.
+            SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_seg_branches, v_seg_depths
+              FROM convo_private.path_segments(p_conversation_id, p_message_id) s;
+            SELECT l.effect_id INTO v_repeats
+              FROM convo.tool_effect_calls l
+              JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+             WHERE l.conversation_id = p_conversation_id
+               AND (l.fork_point_id = v_fork OR (v_fork IS NULL AND l.fork_point_id IS NULL))
+               AND (l.message_id < p_message_id OR l.message_id > p_message_id)
+               AND e.tool_name = p_tool_name
+               AND l.decision IN ('execute', 'reuse', 'confirm')
+               AND NOT convo_private.is_on_segments(p_conversation_id, l.message_id, v_seg_branches, v_seg_depths)
+             ORDER BY l.decided_at DESC, l.tool_call_id DESC
+             LIMIT 1;
+            v_decision := CASE WHEN v_repeats IS NULL THEN 'execute' ELSE 'confirm' END;
+        END IF;
+    END IF;
+
+    IF v_decision NOT IN ('reuse', 'replay') THEN
+        SELECT * INTO v_money FROM convo_private.effect_money(v_input, v_tool.amount_arg, v_tool.currency_arg);
+        -- Each CASE searched: Citus sends a simple CASE over a variable to
+        -- the node as a comparison of text with boolean.
+        INSERT INTO convo.tool_effects
+            (conversation_id, id, tool_name, tool_version, idempotency_key, scope_key, state, arguments,
+             amount_minor, currency, repeats_effect_id, requested_at, deadline_at, settled_at, http_status, error_code)
+        VALUES
+            (p_conversation_id, v_id, v_tool.name, v_tool.version, v_scope_key, v_scope_key,
+             CASE WHEN v_decision = 'execute' THEN 'pending' WHEN v_decision = 'confirm' THEN 'awaiting_confirmation'
+                  ELSE 'failed' END,
+             v_input, v_money.amount_minor, v_money.currency,
+             v_repeats, v_now,
+             v_now + v_tool.deadline,
+             CASE WHEN v_decision = 'rejected' THEN v_now END,
+             CASE WHEN v_decision = 'rejected' THEN 422 END,
+             CASE WHEN v_decision = 'rejected' THEN 'invalid_arguments' END)
+        RETURNING * INTO v_effect;
+        PERFORM convo_private.effect_event(p_conversation_id, v_effect.id, 'requested', v_effect.state, convo_private.caller(),
+                                           CASE WHEN v_decision = 'rejected'
+                                                THEN jsonb_build_object('errors', to_jsonb(v_errors)) ELSE '{}' END);
+    END IF;
+    INSERT INTO convo.tool_effect_calls
+        (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision, fork_point_id, tool_name, tool_version)
+    VALUES (p_conversation_id, p_tool_call_id, p_message_id, p_ordinal, v_effect.id, v_decision, v_fork,
+            v_tool.name, v_tool.version);
+END;
+$$;
+
+-- write_messages: the one write path of the tree. Every call that adds
+-- messages writes through it (append_message, edit_and_resend and
+-- regenerate, complete_generation, create_conversation, the imports), once
+-- its caller has checked the owner and locked the conversation
+-- (lock_conversation; p_old_head is the head it read). Everything comes in
+-- as arguments, nothing through a setting or a marker:
+--   the new messages as parallel arrays, parents first: each parent an
+--   existing message, an earlier new one, or NULL (a root); a branch reason
+--   asked for (NULL: the tree's, 'branch' for a later child); a time (NULL:
+--   now); the import writing them (NULL: none), which keeps their times and
+--   writes no ledger row (and, a restore, may hold an erased attachment);
+--   the head to move to, why and by whom (p_head NULL: the head stays).
+-- It reads each existing parent once and computes depth, sibling position
+-- and branch (a first child continues its parent's branch, a later sibling
+-- starts one); checks every part against its message (part_problem), each
+-- tool call id unique in the conversation and each result naming a call of
+-- its parent; inserts the messages and their keyed parts (keyed_parts:
+-- calls, results, attachments) as sets; records each tool call's ledger
+-- decision (record_tool_call); and moves the head, with the conversation's
+-- last activity (log_head_move: the head log, the live path, the
+-- notification). The tables' triggers only guard
+-- writes that do not come from pgconvo's own code. DETAILs name where a
+-- refused message was going, never its own id, which is not stored.
+CREATE OR REPLACE FUNCTION convo_private.write_messages(
+    p_conversation_id uuid,
+    p_old_head        uuid,
+    p_ids             uuid[],
+    p_parents         uuid[],
+    p_roles           text[],
+    p_parts           jsonb[],
+    p_reasons         text[],
+    p_times           timestamptz[],
+    p_import_id       uuid,
+    p_head            uuid,
+    p_head_reason     text,
+    p_moved_by        text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+-- Its statements are shaped by the arrays, not their values: a plan made
+-- for one call serves every call (PostgreSQL would otherwise plan them anew
+-- each time, at a cost above the statements').
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_n       int := coalesce(cardinality(p_ids), 0);
+    v_now     timestamptz := clock_timestamp();
+    v_pidx    int[];   -- the parent's position among the new messages, 0 for none
+    v_call_keys jsonb; -- the write's tool calls, as keys "position id"
+    v_pdepth  int[];   -- an existing parent's depth
+    v_pbranch uuid[];  -- an existing parent's branch
+    v_sib     int[];   -- sibling position: the last under the parent, plus the rank among the new
+    v_depth   int[] := '{}';
+    v_branch  uuid[] := '{}';
+    v_reason  text[] := '{}';
+    v_missing int;     -- a new message whose parent is nowhere
+    v_bad_i   int;     -- the first problem: its message, its part (0: the message itself),
+    v_bad_ordinal int; -- and {SQLSTATE, message, what to add to the DETAIL, hint}
+    v_problem text[];
+    v_link_i  int;     -- the first problem with a call id or a result's call
+    v_link_ordinal int;
+    v_link_problem text[];
+    v_keyed   boolean; -- the write holds calls, results or attachments
+    -- a restore (its record's format pgconvo) writes an erased attachment
+    -- as erasure left it (its uri emptied); restore_problem checks that an
+    -- erasure of the document covers it
+    v_restore boolean := p_import_id IS NOT NULL
+                         AND EXISTS (SELECT 1 FROM convo.imports i
+                                      WHERE i.conversation_id = p_conversation_id AND i.id = p_import_id AND i.format = 'pgconvo');
+    v_linked  boolean; -- calls or results
+    v_calls   boolean; -- calls
+    v_call    record;
+BEGIN
+    IF v_n > 0 THEN
+        -- Each parent, read once: among the new messages (an earlier one),
+        -- or stored, with the last sibling position under it (one probe of
+        -- messages_sibling_key in reverse; parent_id in the order keeps the
+        -- index order for a root's IS NULL).
+        SELECT array_agg(x.pidx ORDER BY x.i), array_agg(x.pdepth ORDER BY x.i),
+               array_agg(x.pbranch ORDER BY x.i), array_agg((x.last + x.rank)::int ORDER BY x.i),
+               (array_agg(x.i ORDER BY x.i) FILTER (WHERE x.missing))[1]
+          INTO v_pidx, v_pdepth, v_pbranch, v_sib, v_missing
+          FROM (SELECT n.i, coalesce(b.i, 0)::int AS pidx, p.depth AS pdepth, p.branch_id AS pbranch,
+                       n.parent_id IS NOT NULL AND b.i IS NULL AND p.id IS NULL AS missing,
+                       CASE WHEN b.i IS NOT NULL THEN 0
+                            WHEN n.parent_id IS NULL THEN
+                                 coalesce((SELECT s.sibling_index FROM convo.messages s
+                                            WHERE s.conversation_id = p_conversation_id AND s.parent_id IS NULL
+                                            ORDER BY s.parent_id DESC, s.sibling_index DESC LIMIT 1), 0)
+                            ELSE coalesce((SELECT s.sibling_index FROM convo.messages s
+                                            WHERE s.conversation_id = p_conversation_id AND s.parent_id = n.parent_id
+                                            ORDER BY s.sibling_index DESC LIMIT 1), 0) END AS last,
+                       row_number() OVER (PARTITION BY n.parent_id ORDER BY n.i) AS rank
+                  FROM unnest(p_ids, p_parents) WITH ORDINALITY AS n (id, parent_id, i)
+                  LEFT JOIN unnest(p_ids) WITH ORDINALITY AS b (id, i) ON b.id = n.parent_id AND b.i < n.i
+                  LEFT JOIN convo.messages p
+                         ON b.i IS NULL AND p.conversation_id = p_conversation_id AND p.id = n.parent_id) x;
+        IF v_missing IS NOT NULL THEN
+            PERFORM convo_private.raise_not_found('message', p_parents[v_missing]::text, p_conversation_id,
+                convo_private.other_conversation(p_conversation_id, 'convo.messages', 'id', p_parents[v_missing]::text));
+        END IF;
+        FOR i IN 1 .. v_n LOOP
+            IF v_pidx[i] > 0 THEN
+                v_depth[i] := v_depth[v_pidx[i]] + 1;
+                v_branch[i] := CASE WHEN v_sib[i] = 1 THEN v_branch[v_pidx[i]] ELSE p_ids[i] END;
+            ELSIF p_parents[i] IS NULL THEN
+                v_depth[i] := 0;
+                v_branch[i] := p_ids[i];
+            ELSE
+                v_depth[i] := v_pdepth[i] + 1;
+                v_branch[i] := CASE WHEN v_sib[i] = 1 THEN v_pbranch[i] ELSE p_ids[i] END;
+            END IF;
+            v_reason[i] := CASE WHEN v_sib[i] > 1 THEN coalesce(p_reasons[i], 'branch') END;
+        END LOOP;
+
+        -- Every message and part as the contract says, the first problem by
+        -- position (role and parts, then each part: part_problem), and
+        -- whether the write holds parts addressed by key, in one pass over
+        -- the parts.
+        SELECT x.i, x.ordinal, x.problem,
+               bool_or(x.type IN ('tool_use', 'tool_result', 'attachment')) OVER (),
+               bool_or(x.type IN ('tool_use', 'tool_result')) OVER (),
+               bool_or(x.type = 'tool_use') OVER ()
+          INTO v_bad_i, v_bad_ordinal, v_problem, v_keyed, v_linked, v_calls
+          FROM (SELECT m.i, 0 AS ordinal, NULL::text AS type,
+                       CASE WHEN m.role IS NULL OR m.role NOT IN ('system', 'user', 'assistant', 'tool')
+                                 THEN ARRAY['CV011', format('unknown role %s', coalesce(quote_literal(m.role), 'NULL')), '',
+                                            'Roles are system, user, assistant and tool.']
+                            WHEN m.parts IS NULL THEN ARRAY['CV011', 'p_parts is required', '', '']
+                            WHEN jsonb_typeof(m.parts) <> 'array'
+                                 THEN ARRAY['CV008', format('p_parts must be a JSON array, not %s', jsonb_typeof(m.parts)), '', '']
+                            WHEN jsonb_array_length(m.parts) = 0 THEN ARRAY['CV008', 'p_parts must not be empty', '', '']
+                            WHEN octet_length(m.parts::text) > convo.max_message_bytes()
+                                 THEN ARRAY['CV010', format('a message is larger than %s bytes', convo.max_message_bytes()),
+                                            format(': %s bytes', octet_length(m.parts::text)), '']
+                            WHEN m.reason IS NOT NULL AND v_sib[m.i] = 1
+                                 THEN ARRAY['CV011', 'a first child has no branch_reason', format(', branch_reason %s', m.reason), '']
+                       END AS problem
+                  FROM unnest(p_roles, p_parts, p_reasons) WITH ORDINALITY AS m (role, parts, reason, i)
+                UNION ALL
+                SELECT m.i, e.n::int, e.part ->> 'type',
+                       CASE WHEN v_restore AND e.part ->> 'type' = 'attachment' AND e.part = convo_private.redact_part(e.part)
+                                 AND jsonb_typeof(e.part -> 'media_type') = 'string' AND e.part ->> 'media_type' <> ''
+                            THEN NULL ELSE convo_private.part_problem(e.part, m.role) END
+                  FROM unnest(p_roles, p_parts) WITH ORDINALITY AS m (role, parts, i),
+                       jsonb_array_elements(CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts ELSE '[]' END)
+                           WITH ORDINALITY AS e (part, n)) x
+         ORDER BY x.problem IS NULL, x.i, x.ordinal
+         LIMIT 1;
+        -- What needs other rows, only for a write with calls or results: a
+        -- call id once in the conversation, a result naming a call of its
+        -- parent (stored, or new in the same write). The earlier problem wins.
+        IF v_linked THEN
+            -- The write's own calls, by message position and id.
+            SELECT jsonb_object_agg(m.i || ' ' || (e.part ->> 'id'), true) INTO v_call_keys
+              FROM unnest(p_parts) WITH ORDINALITY AS m (parts, i),
+                   jsonb_array_elements(m.parts) AS e (part)
+             WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_use' AND e.part ->> 'id' IS NOT NULL;
+            SELECT x.i, x.ordinal, x.problem INTO v_link_i, v_link_ordinal, v_link_problem FROM (
+                SELECT c.i, c.n::int AS ordinal,
+                       ARRAY['CV008', format('tool call id %s is already used in this conversation', c.id),
+                             format(', tool call %s', c.id), ''] AS problem
+                  FROM (SELECT m.i, e.n, e.part ->> 'id' AS id,
+                               count(*) OVER (PARTITION BY e.part ->> 'id' ORDER BY m.i, e.n) AS nth
+                          FROM unnest(p_parts) WITH ORDINALITY AS m (parts, i),
+                               jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
+                         WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_use') c
+                 WHERE c.nth > 1
+                    OR EXISTS (SELECT 1 FROM convo.keyed_parts k
+                                WHERE k.conversation_id = p_conversation_id AND k.type = 'tool_use' AND k.tool_call_id = c.id)
+                UNION ALL
+                -- A result's call: among its parent's calls in this write (one
+                -- lookup in v_call_keys, so a tree of many calls and results costs
+                -- linear), else among its stored ones.
+                SELECT r.i, r.n::int,
+                       ARRAY['CV008', format('tool_result names tool call %s, which is not a tool_use of the parent message', r.id),
+                             format(', tool call %s, parent %s', r.id, coalesce(r.parent_id::text, 'none')), '']
+                  FROM (SELECT m.i, e.n, e.part ->> 'tool_use_id' AS id, m.parent_id
+                          FROM unnest(p_parts, p_parents) WITH ORDINALITY AS m (parts, parent_id, i),
+                               jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
+                         WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_result') r
+                 WHERE NOT CASE WHEN v_pidx[r.i] > 0
+                                THEN coalesce(v_call_keys ? (v_pidx[r.i] || ' ' || r.id), false)
+                                ELSE EXISTS (SELECT 1 FROM convo.keyed_parts k
+                                              WHERE k.conversation_id = p_conversation_id AND k.message_id = r.parent_id
+                                                AND k.type = 'tool_use' AND k.tool_call_id = r.id) END
+            ) AS x (i, ordinal, problem)
+            ORDER BY x.i, x.ordinal
+            LIMIT 1;
+            IF v_link_problem IS NOT NULL
+               AND (v_problem IS NULL OR (v_link_i, v_link_ordinal) < (v_bad_i, v_bad_ordinal)) THEN
+                v_bad_i := v_link_i;
+                v_bad_ordinal := v_link_ordinal;
+                v_problem := v_link_problem;
+            END IF;
+        END IF;
+        IF v_problem IS NOT NULL THEN
+            RAISE EXCEPTION '%', v_problem[2]
+                USING ERRCODE = v_problem[1], HINT = v_problem[4],
+                      DETAIL = format('a new %s message in conversation %s, parent %s', coalesce(p_roles[v_bad_i], 'NULL'),
+                                      p_conversation_id, coalesce(p_parents[v_bad_i]::text, 'none (a root)'))
+                               || CASE WHEN v_bad_ordinal > 0 THEN format(', part %s', v_bad_ordinal - 1) ELSE '' END
+                               || v_problem[3];
+        END IF;
+
+        INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, depth, sibling_index, branch_id,
+                                    parts, created_at, import_id)
+        SELECT p_conversation_id, x.id, x.parent_id, x.role, x.reason, x.depth, x.sib, x.branch, x.parts,
+               coalesce(x.at, v_now), p_import_id
+          FROM unnest(p_ids, p_parents, p_roles, v_reason, v_depth, v_sib, v_branch, p_parts, p_times)
+               WITH ORDINALITY AS x (id, parent_id, role, reason, depth, sib, branch, parts, at, i)
+         ORDER BY x.i;
+
+        -- The parts addressed by key, one row each; the rest live only in
+        -- the message's own array.
+        IF v_keyed THEN
+            INSERT INTO convo.keyed_parts (conversation_id, message_id, ordinal, type, tool_call_id, tool_name)
+            SELECT p_conversation_id, m.id, (e.n - 1)::int, e.part ->> 'type',
+                   CASE WHEN e.part ->> 'type' = 'tool_use' THEN e.part ->> 'id'
+                        WHEN e.part ->> 'type' = 'tool_result' THEN e.part ->> 'tool_use_id' END,
+                   CASE WHEN e.part ->> 'type' = 'tool_use' THEN e.part ->> 'name' END
+              FROM unnest(p_ids, p_parts) AS m (id, parts),
+                   jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
+             WHERE e.part ->> 'type' IN ('tool_use', 'tool_result', 'attachment');
+        END IF;
+        -- Each tool call's ledger decision, before any request can leave;
+        -- an import's calls happened elsewhere and get none.
+        IF v_calls AND p_import_id IS NULL THEN
+            FOR v_call IN
+                SELECT m.id, (e.n - 1)::int AS ordinal, e.part
+                  FROM unnest(p_ids, p_parts) WITH ORDINALITY AS m (id, parts, i),
+                       jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
+                 WHERE e.part ->> 'type' = 'tool_use'
+                 ORDER BY m.i, e.n
+            LOOP
+                PERFORM convo_private.record_tool_call(p_conversation_id, v_call.id, v_call.ordinal,
+                                                       v_call.part ->> 'id', v_call.part ->> 'name', v_call.part -> 'input');
+            END LOOP;
+        END IF;
+    END IF;
+
+    IF p_head IS NOT NULL AND p_head IS DISTINCT FROM p_old_head THEN
+        -- The conversation's last activity moves with its head: now, or for
+        -- an import the latest original time it writes.
+        UPDATE convo.conversations c
+           SET head_message_id = p_head,
+               last_activity_at = CASE WHEN p_import_id IS NULL OR p_times IS NULL THEN v_now
+                                       ELSE coalesce((SELECT max(t) FROM unnest(p_times) AS t), v_now) END
+         WHERE c.id = p_conversation_id;
+        PERFORM convo_private.log_head_move(p_conversation_id, p_head, p_old_head, p_head_reason, p_moved_by, p_import_id);
+    END IF;
+END;
+$$;
+
+-- package_triggers: every trigger pgconvo puts on its tables (and on its
+-- view message_parts), by what it guards: append_only (refuse_change,
+-- refuse_forgery), head_log (the conversation's guards and the logging of
+-- direct head, title and archive updates), rule (the tree's and the
+-- ledger's guards, the state machines) and row_security (a role row-level
+-- security binds refused before the guards that run as the owner role read
+-- a row for it). Each table's triggers are numbered
+-- in the order they fire (PostgreSQL fires the triggers of one timing, event
+-- and level by name): 05 whom row-level security binds, 10 and 11 who may write and what a new or changed row
+-- may hold, 20 what a row must be (or, after the write, its log), 30 an
+-- UPDATE refused or logged, 90 append-only. self_check requires each present and
+-- ENABLE ALWAYS (a view's are enabled as views allow), and no other trigger
+-- on the package's tables.
+CREATE OR REPLACE FUNCTION convo_private.package_triggers()
+RETURNS TABLE (table_name text, trigger_name text, guards text)
+LANGUAGE sql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT t.table_name, t.trigger_name, t.guards
+      FROM (VALUES
+        ('conversations', 'conversations_05_row_security', 'row_security'),
+        ('conversations', 'conversations_10_guard', 'head_log'),
+        ('conversations', 'conversations_11_new_guard', 'head_log'),
+        ('conversations', 'conversations_12_head_guard', 'head_log'),
+        ('conversations', 'conversations_20_log_direct', 'head_log'),
+        ('conversations', 'conversations_21_log_direct_change', 'head_log'),
+        ('conversations', 'conversations_90_no_delete', 'append_only'),
+        ('conversation_changes', 'conversation_changes_10_no_forgery', 'append_only'),
+        ('conversation_changes', 'conversation_changes_30_no_update', 'append_only'),
+        ('conversation_changes', 'conversation_changes_90_append_only', 'append_only'),
+        ('messages', 'messages_05_row_security', 'row_security'),
+        ('messages', 'messages_20_guard', 'rule'),
+        ('messages', 'messages_30_no_update', 'append_only'),
+        ('messages', 'messages_90_append_only', 'append_only'),
+        ('keyed_parts', 'keyed_parts_10_no_forgery', 'append_only'),
+        ('keyed_parts', 'keyed_parts_20_guard', 'rule'),
+        ('keyed_parts', 'keyed_parts_90_append_only', 'append_only'),
+        ('conversation_head_log', 'conversation_head_log_10_no_forgery', 'append_only'),
+        ('conversation_head_log', 'conversation_head_log_90_append_only', 'append_only'),
+        ('live_path', 'live_path_10_no_forgery', 'append_only'),
+        ('generations', 'generations_05_row_security', 'row_security'),
+        ('generations', 'generations_20_transition', 'rule'),
+        ('generations', 'generations_90_no_delete', 'append_only'),
+        ('tools', 'tools_10_no_forgery', 'append_only'),
+        ('tools', 'tools_90_append_only', 'append_only'),
+        ('effect_transitions', 'effect_transitions_90_fixed', 'append_only'),
+        ('tool_effects', 'tool_effects_10_no_forgery', 'append_only'),
+        ('tool_effects', 'tool_effects_20_transition', 'rule'),
+        ('tool_effects', 'tool_effects_30_log_direct', 'rule'),
+        ('tool_effects', 'tool_effects_90_no_delete', 'append_only'),
+        ('tool_effect_calls', 'tool_effect_calls_10_no_forgery', 'append_only'),
+        ('tool_effect_calls', 'tool_effect_calls_90_append_only', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_10_no_forgery', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_30_no_update', 'append_only'),
+        ('tool_effect_events', 'tool_effect_events_90_append_only', 'append_only'),
+        ('tool_receipts', 'tool_receipts_10_no_forgery', 'append_only'),
+        ('tool_receipts', 'tool_receipts_20_transition', 'rule'),
+        ('tool_receipts', 'tool_receipts_90_no_delete', 'append_only'),
+        ('erasures', 'erasures_10_no_forgery', 'append_only'),
+        ('erasures', 'erasures_90_append_only', 'append_only'),
+        ('erasure_places', 'erasure_places_10_no_forgery', 'append_only'),
+        ('erasure_places', 'erasure_places_90_append_only', 'append_only'),
+        ('owner_erasures', 'owner_erasures_10_no_forgery', 'append_only'),
+        ('owner_erasures', 'owner_erasures_90_append_only', 'append_only'),
+        ('import_origins', 'import_origins_10_no_forgery', 'append_only'),
+        ('import_origins', 'import_origins_30_no_update', 'append_only'),
+        ('import_origins', 'import_origins_90_append_only', 'append_only'),
+        ('imports', 'imports_10_no_forgery', 'append_only'),
+        ('imports', 'imports_30_no_update', 'append_only'),
+        ('imports', 'imports_90_append_only', 'append_only'),
+        ('message_parts', 'message_parts_10_refuse', 'append_only')) AS t (table_name, trigger_name, guards);
+END;
+
+-- owner_erasures_10_no_forgery: only erase_owner (or a superuser) records
+-- an erasure of an owner's receipts.
+CREATE OR REPLACE TRIGGER owner_erasures_10_no_forgery
+    BEFORE INSERT ON convo.owner_erasures
+    FOR EACH STATEMENT
+    WHEN (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
+    EXECUTE FUNCTION convo_private.refuse_forgery();
+ALTER TABLE convo.owner_erasures ENABLE ALWAYS TRIGGER owner_erasures_10_no_forgery;
+
+-- owner_erasures_90_append_only: the record of erasures is append-only.
+CREATE OR REPLACE TRIGGER owner_erasures_90_append_only
+    BEFORE UPDATE OR DELETE OR TRUNCATE ON convo.owner_erasures
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION convo_private.refuse_change();
+ALTER TABLE convo.owner_erasures ENABLE ALWAYS TRIGGER owner_erasures_90_append_only;
 
 -- Give convo_owner what this migration created, then grant as documented.
 SELECT convo_private.hand_over_objects();

@@ -78,6 +78,9 @@ var erasureColumns = map[string]string{
 	"erasures.reason":                 "the record of the erasure",
 	"erasures.erased_by":              "who",
 	"erasure_places.owner_id":         "id",
+	"owner_erasures.owner_id":         "id",
+	"owner_erasures.reason":           "the record of the erasure",
+	"owner_erasures.erased_by":        "who",
 	"erasure_places.place":            "shape",
 	"import_origins.source":           "shape (the format)",
 	"import_origins.node_key":         "id (the source's node id)",
@@ -249,9 +252,11 @@ func TestErasureReachesEveryCopy(t *testing.T) {
 
 	// The record: who, when, why, rows per place; the repeat is recorded too.
 	requireEqual(t, "erasures recorded", queryRow[string](t, db, `
-		SELECT string_agg(coalesce(conversation_id::text, 'receipts') || ' by ' || (erased_by = $1)::text || ': ' || reason, '; '
-		                  ORDER BY conversation_id NULLS LAST)
-		  FROM convo.erasures WHERE owner_id = 'alice'`, admin.Config().ConnConfig.User),
+		SELECT string_agg(e.what || ' by ' || (e.erased_by = $1)::text || ': ' || e.reason, '; ' ORDER BY e.n)
+		  FROM (SELECT 1 AS n, conversation_id::text AS what, erased_by, reason FROM convo.erasures WHERE owner_id = 'alice'
+		        UNION ALL
+		        SELECT 2, 'receipts', erased_by, reason FROM convo.owner_erasures WHERE owner_id = 'alice') e`,
+		admin.Config().ConnConfig.User),
 		conv+" by true: GDPR request 42; receipts by true: GDPR request 42")
 	before2 := fingerprint(t, db)
 	requireSlice(t, "a repeat erasure's rows", queryAsOwner(t, admin, "",
@@ -358,7 +363,7 @@ func TestEraseOwnerWithNothingStored(t *testing.T) {
 	db := newDB(t)
 	rows := queryRowsAs[string](t, db, `SELECT place FROM convo.erase_owner('nobody-here', 'asked to forget')`)
 	requireSlice(t, "rows", rows, []string{})
-	requireEqual(t, "recorded", queryRow[int64](t, db, `SELECT count(*) FROM convo.erasures WHERE owner_id = 'nobody-here'`), int64(1))
+	requireEqual(t, "recorded", queryRow[int64](t, db, `SELECT count(*) FROM convo.owner_erasures WHERE owner_id = 'nobody-here'`), int64(1))
 }
 
 // TestEraseOwnerChecksTheCaller: a DBA's SECURITY DEFINER helper, owned by a

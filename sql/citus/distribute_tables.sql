@@ -1,8 +1,8 @@
 -- distribute_tables: pgconvo's tables spread over a Citus cluster, each
 -- beside what it is read with: a conversation's rows (its messages, head
--- log, live path, generations, ledger, imports, changes) on the node of its
--- id; an owner's receipts, erasure records and hold on the node of the
--- owner; the allowlist, the effect state machine and the digest key, which
+-- log, live path, generations, ledger, imports, changes, erasures) on the
+-- node of its id; an owner's receipts, their erasures and the owner's hold
+-- on the node of the owner; the allowlist, the effect state machine and the digest key, which
 -- every node reads, on every node. Citus distributes a table only without
 -- foreign keys to tables not yet distributed, so they are dropped first and
 -- put back after; the guards are off while Citus copies rows into the
@@ -44,11 +44,11 @@ BEGIN
        FROM unnest(ARRAY['convo.messages', 'convo.conversation_head_log', 'convo.live_path', 'convo.generations',
                          'convo.keyed_parts', 'convo.tool_effects', 'convo.tool_effect_calls',
                          'convo.tool_effect_events', 'convo.imports', 'convo.import_origins',
-                         'convo.conversation_changes']::regclass[]) WITH ORDINALITY AS u (t, n)
+                         'convo.conversation_changes', 'convo.erasures', 'convo.erasure_places']::regclass[]) WITH ORDINALITY AS u (t, n)
       ORDER BY n;
     PERFORM create_distributed_table('convo.tool_receipts', 'owner_id');
     PERFORM create_distributed_table(t, 'owner_id', colocate_with => 'convo.tool_receipts')
-       FROM unnest(ARRAY['convo.erasures', 'convo.erasure_places', 'convo_private.owner_holds']::regclass[])
+       FROM unnest(ARRAY['convo.owner_erasures', 'convo_private.owner_holds']::regclass[])
             WITH ORDINALITY AS u (t, n)
       ORDER BY n;
 

@@ -30,8 +30,8 @@ BEGIN
      WHERE p.conversation_id = p_conversation_id AND p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id;
     IF NOT FOUND THEN
         PERFORM convo_private.raise_not_found('tool call', p_tool_call_id, p_conversation_id,
-            (SELECT p.conversation_id FROM convo.keyed_parts p
-              WHERE p.type = 'tool_use' AND p.tool_call_id = p_tool_call_id LIMIT 1));
+            convo_private.other_conversation(p_conversation_id, 'convo.keyed_parts', 'tool_call_id', p_tool_call_id,
+                                             'type = ''tool_use'''));
     END IF;
 
     RETURN QUERY

@@ -232,8 +232,8 @@ BEGIN
         INSERT INTO convo.erasures (owner_id, id, conversation_id, reason, erased_by, erased_at, import_id)
         SELECT r.owner_id, r.id, v_id, r.reason, r.erased_by, r.erased_at, v_import
           FROM jsonb_populate_recordset(NULL::convo.erasures, p_export -> 'erasures') r;
-        INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted)
-        SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted
+        INSERT INTO convo.erasure_places (owner_id, erasure_id, place, rows_redacted, conversation_id)
+        SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted, v_id
           FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
                LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
 

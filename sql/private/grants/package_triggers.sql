@@ -61,6 +61,8 @@ BEGIN ATOMIC
         ('erasures', 'erasures_90_append_only', 'append_only'),
         ('erasure_places', 'erasure_places_10_no_forgery', 'append_only'),
         ('erasure_places', 'erasure_places_90_append_only', 'append_only'),
+        ('owner_erasures', 'owner_erasures_10_no_forgery', 'append_only'),
+        ('owner_erasures', 'owner_erasures_90_append_only', 'append_only'),
         ('import_origins', 'import_origins_10_no_forgery', 'append_only'),
         ('import_origins', 'import_origins_30_no_update', 'append_only'),
         ('import_origins', 'import_origins_90_append_only', 'append_only'),

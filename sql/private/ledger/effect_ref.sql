@@ -19,7 +19,7 @@ BEGIN
         RETURN v_effect;
     END IF;
     PERFORM convo_private.raise_not_found('effect', p_effect_id::text, p_conversation_id,
-        (SELECT e.conversation_id FROM convo.tool_effects e WHERE e.id = p_effect_id LIMIT 1));
+        convo_private.other_conversation(p_conversation_id, 'convo.tool_effects', 'id', p_effect_id::text));
     RETURN NULL; -- not reached: raise_not_found always raises
 END;
 $$;

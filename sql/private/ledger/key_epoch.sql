@@ -4,11 +4,16 @@
 -- call after an erasure never shares a key with the erased calls before it.
 -- An effect's epoch is the one at its requested_at, a call's at its
 -- decided_at: an erasure at the same instant counts, since it redacted the
--- effect, whose key is then no longer computed from its input.
+-- effect, whose key is then no longer computed from its input. PL/pgSQL:
+-- Citus plans no SQL function's parameters in a query it routes.
 CREATE OR REPLACE FUNCTION convo_private.key_epoch(p_conversation_id uuid, p_at timestamptz)
 RETURNS int
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
-RETURN (SELECT count(*)::int FROM convo.erasures r
-         WHERE r.conversation_id = p_conversation_id AND (p_at IS NULL OR r.erased_at <= p_at));
+AS $$
+BEGIN
+    RETURN (SELECT count(*)::int FROM convo.erasures r
+             WHERE r.conversation_id = p_conversation_id AND (p_at IS NULL OR r.erased_at <= p_at));
+END;
+$$;

@@ -95,12 +95,15 @@ BEGIN
 
     IF v_decision NOT IN ('reuse', 'replay') THEN
         SELECT * INTO v_money FROM convo_private.effect_money(v_input, v_tool.amount_arg, v_tool.currency_arg);
+        -- Each CASE searched: Citus sends a simple CASE over a variable to
+        -- the node as a comparison of text with boolean.
         INSERT INTO convo.tool_effects
             (conversation_id, id, tool_name, tool_version, idempotency_key, scope_key, state, arguments,
              amount_minor, currency, repeats_effect_id, requested_at, deadline_at, settled_at, http_status, error_code)
         VALUES
             (p_conversation_id, v_id, v_tool.name, v_tool.version, v_scope_key, v_scope_key,
-             CASE v_decision WHEN 'execute' THEN 'pending' WHEN 'confirm' THEN 'awaiting_confirmation' ELSE 'failed' END,
+             CASE WHEN v_decision = 'execute' THEN 'pending' WHEN v_decision = 'confirm' THEN 'awaiting_confirmation'
+                  ELSE 'failed' END,
              v_input, v_money.amount_minor, v_money.currency,
              v_repeats, v_now,
              v_now + v_tool.deadline,

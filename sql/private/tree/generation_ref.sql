@@ -19,7 +19,7 @@ BEGIN
         RETURN v_generation;
     END IF;
     PERFORM convo_private.raise_not_found('generation', p_generation_id::text, p_conversation_id,
-        (SELECT g.conversation_id FROM convo.generations g WHERE g.id = p_generation_id LIMIT 1));
+        convo_private.other_conversation(p_conversation_id, 'convo.generations', 'id', p_generation_id::text));
     RETURN NULL; -- not reached: raise_not_found always raises
 END;
 $$;

@@ -19,7 +19,7 @@ BEGIN
         RETURN v_message;
     END IF;
     PERFORM convo_private.raise_not_found('message', p_message_id::text, p_conversation_id,
-        (SELECT m.conversation_id FROM convo.messages m WHERE m.id = p_message_id LIMIT 1));
+        convo_private.other_conversation(p_conversation_id, 'convo.messages', 'id', p_message_id::text));
     RETURN NULL; -- not reached: raise_not_found always raises
 END;
 $$;

@@ -97,7 +97,7 @@ BEGIN
                          ON b.i IS NULL AND p.conversation_id = p_conversation_id AND p.id = n.parent_id) x;
         IF v_missing IS NOT NULL THEN
             PERFORM convo_private.raise_not_found('message', p_parents[v_missing]::text, p_conversation_id,
-                (SELECT m.conversation_id FROM convo.messages m WHERE m.id = p_parents[v_missing] LIMIT 1));
+                convo_private.other_conversation(p_conversation_id, 'convo.messages', 'id', p_parents[v_missing]::text));
         END IF;
         FOR i IN 1 .. v_n LOOP
             IF v_pidx[i] > 0 THEN
@@ -216,7 +216,8 @@ BEGIN
         IF v_keyed THEN
             INSERT INTO convo.keyed_parts (conversation_id, message_id, ordinal, type, tool_call_id, tool_name)
             SELECT p_conversation_id, m.id, (e.n - 1)::int, e.part ->> 'type',
-                   CASE e.part ->> 'type' WHEN 'tool_use' THEN e.part ->> 'id' WHEN 'tool_result' THEN e.part ->> 'tool_use_id' END,
+                   CASE WHEN e.part ->> 'type' = 'tool_use' THEN e.part ->> 'id'
+                        WHEN e.part ->> 'type' = 'tool_result' THEN e.part ->> 'tool_use_id' END,
                    CASE WHEN e.part ->> 'type' = 'tool_use' THEN e.part ->> 'name' END
               FROM unnest(p_ids, p_parts) AS m (id, parts),
                    jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)

@@ -1,0 +1,17 @@
+-- owner_beside: the owner of p_other_conversation_id, a conversation stored
+-- beside p_conversation_id (other_conversation found it there), read where
+-- it is stored (beside).
+CREATE OR REPLACE FUNCTION convo_private.owner_beside(p_conversation_id uuid, p_other_conversation_id uuid)
+RETURNS text
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_owner text;
+BEGIN
+    EXECUTE format('SELECT c.owner_id FROM %s c WHERE c.id = $1', convo_private.beside('convo.conversations', p_conversation_id))
+       INTO v_owner USING p_other_conversation_id;
+    RETURN v_owner;
+END;
+$$;

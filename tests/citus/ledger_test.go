@@ -1,0 +1,94 @@
+package citus
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgconvo/pgconvo/internal/pgtest"
+)
+
+// effect is what effect_for_call answers.
+type effect struct {
+	ID       string
+	Decision string
+	State    string
+}
+
+func effectFor(t *testing.T, tx pgx.Tx, conv, call string) effect {
+	t.Helper()
+	var e effect
+	err := tx.QueryRow(context.Background(),
+		`SELECT effect_id::text, decision, state FROM convo.effect_for_call($1, $2)`, conv, call).Scan(&e.ID, &e.Decision, &e.State)
+	if err != nil {
+		t.Fatalf("effect_for_call(%s): %v", call, err)
+	}
+	return e
+}
+
+// ledgerStory is the ledger's seed story on a distributed database: an
+// agent asks to buy, the ledger says execute, the charge is settled; a
+// regenerated answer that calls the same purchase again on the new branch
+// is held for confirmation, and declined; an invalid call is rejected; the
+// stranded charge is compensated. purchase is a registered tool.
+func ledgerStory(t *testing.T, app *pgxpool.Pool, owner, purchase string) {
+	t.Helper()
+	ctx := context.Background()
+	conv := pgtest.NewID()
+	err := inOwnerTx(t, app, owner, func(tx pgx.Tx) error {
+		one[string](t, tx, `SELECT convo.create_conversation($1, NULL, '{}', $2)`, owner, conv)
+		one[string](t, tx, `SELECT convo.append_message($1, 'user', $2)`, conv, textParts("buy it"))
+		asked := one[string](t, tx, `SELECT convo.append_message($1, 'assistant', $2)`, conv,
+			pgtest.EffToolUses(pgtest.EffBuy("call-1", purchase, 500)))
+		e := effectFor(t, tx, conv, "call-1")
+		if e.Decision != "execute" || e.State != "pending" {
+			t.Errorf("first call: %+v, want execute pending", e)
+		}
+		if _, err := tx.Exec(ctx, `SELECT convo.settle_effect($1, $2::uuid, 'applied', 'ch_1', 200)`, conv, e.ID); err != nil {
+			return err
+		}
+		one[string](t, tx, `SELECT convo.append_message($1, 'tool', $2)`, conv, pgtest.EffToolResults("call-1"))
+		// The answer regenerated: the same purchase on a new branch.
+		one[string](t, tx, `SELECT convo.regenerate($1, $2, $3)`, conv, asked,
+			pgtest.EffToolUses(pgtest.EffBuy("call-2", purchase, 500)))
+		again := effectFor(t, tx, conv, "call-2")
+		if again.Decision != "confirm" || again.State != "awaiting_confirmation" {
+			t.Errorf("the re-run on a new branch: %+v, want confirm awaiting_confirmation", again)
+		}
+		if _, err := tx.Exec(ctx, `SELECT convo.decline_effect($1, $2::uuid, 'alice')`, conv, again.ID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT convo.compensate_effect($1, $2::uuid, 're_1')`, conv, e.ID); err != nil {
+			return err
+		}
+		state := one[string](t, tx, `SELECT state FROM convo.effect_for_call($1, 'call-1')`, conv)
+		if state != "compensated" {
+			t.Errorf("the stranded charge after compensation: %s", state)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the ledger story: %v", err)
+	}
+	// A call that does not exist is CV002, looked up on the conversation's
+	// node only.
+	err = inOwnerTx(t, app, owner, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT * FROM convo.effect_for_call($1, 'no-such-call')`, conv)
+		return err
+	})
+	pgtest.RequireSQLState(t, err, "CV002")
+}
+
+// TestLedgerOnDistributedDatabase runs the ledger's story on a distributed
+// database, the tool registered before distributing.
+func TestLedgerOnDistributedDatabase(t *testing.T) {
+	c := needCitus(t)
+	n := c.newDatabase(t)
+	migrateUp(t, n)
+	pgtest.EffRegisterPurchase(t, n.pool, "purchase", "tool_call", "20 seconds")
+	distribute(t, n)
+	app := pgtest.LoginAs(t, n.pool, "convo_app")
+	ledgerStory(t, app, "alice", "purchase")
+}

@@ -26,6 +26,8 @@ $$;
 -- receipts' the owner's, the imports' source key the conversation's (one
 -- source of one owner is one conversation: import_key derives its id).
 ALTER TABLE convo.tool_receipts DROP CONSTRAINT tool_receipts_pkey, ADD PRIMARY KEY (owner_id, id);
+-- convo_admin names a receipt by its id alone (receipt_ref).
+CREATE INDEX tool_receipts_id_idx ON convo.tool_receipts (id);
 DROP INDEX convo.imports_source_key;
 CREATE UNIQUE INDEX imports_source_key ON convo.imports (owner_id, format, source_key, digest, conversation_id)
     WHERE import_id IS NULL;
@@ -78,6 +80,69 @@ ALTER TABLE convo.erasure_places ADD PRIMARY KEY (conversation_id, erasure_id, p
     ADD CONSTRAINT erasure_places_erasure_fkey FOREIGN KEY (conversation_id, erasure_id)
         REFERENCES convo.erasures (conversation_id, id);
 COMMENT ON TABLE convo.erasures IS 'Every erasure of a conversation (who, when, why), a repeat too; append-only.';
+
+-- conversations: an owner's conversations for a sidebar, latest activity
+-- first (ties by id, descending), p_limit at a time (1 to 1,000), archived
+-- ones only with p_archived. Keyset-paged: pass the last row's
+-- last_activity_at and conversation_id as p_before and p_before_id for the
+-- next page, so no conversation is skipped or repeated between pages even
+-- when many share one time (an import); p_before alone means strictly
+-- older. One range scan of conversations_sidebar_idx. A convo_app session
+-- lists only the owner it set (CV011 for another); convo_reader any.
+-- last_activity_at is the time of the conversation's last head move through
+-- the API (a message that became the head, or a switch to another branch;
+-- an import's: its latest message's original time, when it has one).
+CREATE OR REPLACE FUNCTION convo.conversations(
+    p_owner_id  text,
+    p_limit     int DEFAULT 50,
+    p_before    timestamptz DEFAULT NULL,
+    p_archived  boolean DEFAULT false,
+    p_before_id uuid DEFAULT NULL)
+RETURNS TABLE (conversation_id uuid, title text, created_at timestamptz, last_activity_at timestamptz,
+               head_message_id uuid, archived boolean)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    PERFORM convo_private.check_sidebar(p_owner_id, p_limit, p_before, p_archived, p_before_id);
+    IF p_before IS NULL THEN
+        RETURN QUERY
+        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+          FROM convo.conversations c
+         WHERE c.owner_id = p_owner_id AND c.archived = p_archived
+         ORDER BY c.last_activity_at DESC, c.id DESC
+         LIMIT p_limit;
+    ELSIF p_before_id IS NULL THEN
+        RETURN QUERY
+        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+          FROM convo.conversations c
+         WHERE c.owner_id = p_owner_id AND c.archived = p_archived AND c.last_activity_at < p_before
+         ORDER BY c.last_activity_at DESC, c.id DESC
+         LIMIT p_limit;
+    ELSE
+        RETURN QUERY
+        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+          FROM convo.conversations c
+         WHERE c.owner_id = p_owner_id AND c.archived = p_archived
+           AND (c.last_activity_at, c.id) < (p_before, p_before_id)
+         ORDER BY c.last_activity_at DESC, c.id DESC
+         LIMIT p_limit;
+    END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.conversations(text, integer, timestamp with time zone, boolean, uuid) IS
+    'An owner''s conversations, latest activity first, keyset-paged (p_before, p_before_id: the last row of the previous page): a chat sidebar.';
 
 -- create_conversation: a new conversation; with a system prompt, a root
 -- system message that becomes the head (head-log reason 'create').
@@ -1035,6 +1100,43 @@ BEGIN
 END;
 $$;
 
+-- check_sidebar: the arguments of conversations() (a sidebar page), checked
+-- before any row is read: the owner this session may see (CV011 for
+-- another), a limit of 1 to 1,000, p_archived given, and p_before_id only
+-- with p_before. On a distributed database each node's part of the page
+-- checks them too.
+CREATE OR REPLACE FUNCTION convo_private.check_sidebar(
+    p_owner_id  text,
+    p_limit     int,
+    p_before    timestamptz,
+    p_archived  boolean,
+    p_before_id uuid)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_owner_id IS NULL OR NOT convo_private.sees_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'p_owner_id must be the owner this session acts for'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL')),
+                  HINT = 'Name the owner with SET LOCAL convo.owner_id first.';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 1000, not %', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF p_archived IS NULL THEN
+        RAISE EXCEPTION 'p_archived must be true or false'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF p_before_id IS NOT NULL AND p_before IS NULL THEN
+        RAISE EXCEPTION 'p_before_id goes with p_before: both are the last row of the previous page'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, p_before_id %s', p_owner_id, p_before_id);
+    END IF;
+END;
+$$;
+
 -- effect_ref: the effect a call names, locked for its transition. CV003 if
 -- it belongs to another conversation, CV002 if there is none.
 CREATE OR REPLACE FUNCTION convo_private.effect_ref(p_conversation_id uuid, p_effect_id uuid)
@@ -1553,6 +1655,43 @@ BEGIN
     END IF;
     RAISE EXCEPTION '% % does not exist', p_what, p_id
         USING ERRCODE = 'CV002', DETAIL = format('%s %s, conversation %s', p_what, p_id, p_conversation_id);
+END;
+$$;
+
+-- receipt_ref: the receipt a call names, locked for its transition; CV002
+-- if there is none or the caller may not write for its owner. The owner is
+-- checked first, without a lock, and the lock is taken by the receipt's key
+-- (owner, id): another owner's receipt is never locked or waited for. A
+-- session with its owner set looks among that owner's receipts only, by
+-- their key (on a distributed database, on the owner's node, where the
+-- routers send the call); one without (convo_admin's) by id.
+CREATE OR REPLACE FUNCTION convo_private.receipt_ref(p_receipt_id uuid)
+RETURNS convo.tool_receipts
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_receipt convo.tool_receipts;
+    v_owner   text;
+BEGIN
+    IF p_receipt_id IS NULL THEN
+        RAISE EXCEPTION 'p_receipt_id is required' USING ERRCODE = 'CV011', DETAIL = 'receipt NULL';
+    END IF;
+    v_owner := nullif(current_setting('convo.owner_id', true), '');
+    IF v_owner IS NULL THEN
+        SELECT r.owner_id INTO v_owner FROM convo.tool_receipts r WHERE r.id = p_receipt_id;
+    END IF;
+    IF NOT convo_private.writes_owner(v_owner) THEN
+        v_owner := NULL;
+    END IF;
+    SELECT * INTO v_receipt FROM convo.tool_receipts r
+     WHERE r.owner_id = v_owner AND r.id = p_receipt_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'receipt % does not exist', p_receipt_id
+            USING ERRCODE = 'CV002', DETAIL = format('receipt %s', p_receipt_id);
+    END IF;
+    RETURN v_receipt;
 END;
 $$;
 

@@ -7,8 +7,11 @@
 -- must never reach Citus's planner (it crashes the server on one):
 -- PostgreSQL folds a STRICT call with a NULL argument away before Citus
 -- looks, and the arrays make every other argument, NULL or not, a value.
--- Whoever may call the body through the API may call this (the API's
--- routers run as their caller); the body itself is the owner's alone.
+-- With p_key NULL the key is the caller's owner, a first argument
+-- p_owner_id of this function that the body does not take (the receipts
+-- named by id alone, which live on their owner's node). Whoever may call
+-- the body through the API may call this (the API's routers run as their
+-- caller); the body itself is the owner's alone.
 CREATE OR REPLACE FUNCTION convo_node.delegate(p_body regprocedure, p_key text, p_colocate regclass)
 RETURNS regprocedure
 LANGUAGE plpgsql
@@ -24,11 +27,15 @@ DECLARE
     v_shim   regprocedure;
 BEGIN
     SELECT * INTO v_proc FROM pg_proc p WHERE p.oid = p_body;
+    IF p_key IS NULL THEN
+        v_params := ARRAY['p_owner_id text'];
+        v_types := ARRAY['text'];
+    END IF;
     FOR v_name, v_type IN
         SELECT a.name, format_type(a.type, NULL)
           FROM unnest(v_proc.proargnames[1:v_proc.pronargs], v_proc.proargtypes::oid[]) WITH ORDINALITY AS a (name, type, n)
          ORDER BY a.n LOOP
-        IF v_name <> p_key THEN
+        IF v_name IS DISTINCT FROM p_key THEN
             v_type := v_type || '[]';
         END IF;
         v_params := v_params || format('%I %s', v_name, v_type);
@@ -44,7 +51,8 @@ BEGIN
     EXECUTE format('ALTER FUNCTION %s OWNER TO convo_owner', v_shim);
     EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_shim);
     EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC, convo_app, convo_reader, convo_admin', p_body);
-    PERFORM create_distributed_function(v_shim, p_key, colocate_with => p_colocate::text, force_delegation => true);
+    PERFORM create_distributed_function(v_shim, coalesce(p_key, 'p_owner_id'), colocate_with => p_colocate::text,
+                                        force_delegation => true);
     RETURN v_shim;
 END;
 $$;

@@ -5,7 +5,9 @@
 -- the body's delegated function (delegate) with the key as a constant,
 -- which is what Citus hands to one node. The body, the API function as its
 -- migration made it, moves to convo_node under its own name; a body that a
--- later migration re-created in convo replaces the one there. Idempotent.
+-- later migration re-created in convo replaces the one there. With p_key
+-- NULL the key is the caller's owner (convo.owner_id), which must be set:
+-- the receipts named by id alone live on their owner's node. Idempotent.
 CREATE OR REPLACE FUNCTION convo_node.route(p_name text, p_key text, p_colocate regclass)
 RETURNS void
 LANGUAGE plpgsql
@@ -20,7 +22,8 @@ DECLARE
     v_shim    regprocedure;
     v_args    text[] := '{}';
     v_using   text[] := '{}';
-    v_keytype text;
+    v_key     text := coalesce(quote_ident(p_key), 'v_owner');
+    v_check   text;
     v_result  text;
     v_call    text;
     v_name    text;
@@ -47,12 +50,14 @@ BEGIN
 
     SELECT * INTO v_proc FROM pg_proc p WHERE p.oid = v_body;
     v_result := pg_get_function_result(v_body);
+    IF p_key IS NULL THEN
+        v_args := ARRAY['%L::text'];
+    END IF;
     FOR v_name, v_type IN
         SELECT a.name, format_type(a.type, NULL)
           FROM unnest(v_proc.proargnames[1:v_proc.pronargs], v_proc.proargtypes::oid[]) WITH ORDINALITY AS a (name, type, n)
          ORDER BY a.n LOOP
         IF v_name = p_key THEN
-            v_keytype := v_type;
             v_args := v_args || format('%%L::%s', v_type);
         ELSE
             v_n := v_n + 1;
@@ -60,22 +65,30 @@ BEGIN
             v_using := v_using || format('ARRAY[%I]::%s[]', v_name, v_type);
         END IF;
     END LOOP;
-    v_call := format('EXECUTE format(%L, %I)%s', format('SELECT * FROM %s(%s)', v_shim::oid::regproc, array_to_string(v_args, ', ')),
-                     p_key, CASE WHEN v_n > 0 THEN ' USING ' || array_to_string(v_using, ', ') ELSE '' END);
+    v_call := format('EXECUTE format(%L, %s)%s', format('SELECT * FROM %s(%s)', v_shim::oid::regproc, array_to_string(v_args, ', ')),
+                     v_key, CASE WHEN v_n > 0 THEN ' USING ' || array_to_string(v_using, ', ') ELSE '' END);
+    v_check := CASE WHEN p_key IS NOT NULL THEN format(
+                   $c$IF %I IS NULL THEN
+        RAISE EXCEPTION '%s is required' USING ERRCODE = 'CV011', DETAIL = 'key NULL';
+    END IF;$c$, p_key, p_key)
+               ELSE
+                   $c$IF v_owner IS NULL THEN
+        RAISE EXCEPTION 'no receipt of an unnamed owner exists here' USING ERRCODE = 'CV002', DETAIL = 'convo.owner_id unset',
+            HINT = 'On a distributed database, set convo.owner_id to the receipt''s owner first (SET LOCAL).';
+    END IF;$c$ END;
     EXECUTE format(
         $f$CREATE OR REPLACE FUNCTION convo.%I(%s) RETURNS %s LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L$f$,
         p_name, pg_get_function_arguments(v_body), v_result,
         format($b$
 DECLARE
     v_result %s;
+    v_owner  text := nullif(current_setting('convo.owner_id', true), '');
 BEGIN
-    IF %I IS NULL THEN
-        RAISE EXCEPTION '%s is required' USING ERRCODE = 'CV011', DETAIL = 'key NULL';
-    END IF;
+    %s
     PERFORM convo_node.pass_owner();
     %s;
 END;
-$b$, CASE WHEN v_proc.proretset OR v_result = 'void' THEN 'boolean' ELSE v_result END, p_key, p_key,
+$b$, CASE WHEN v_proc.proretset OR v_result = 'void' THEN 'boolean' ELSE v_result END, v_check,
      CASE WHEN v_proc.proretset THEN 'RETURN QUERY ' || v_call
           WHEN v_result = 'void' THEN v_call
           ELSE v_call || ' INTO v_result;' || E'\n    RETURN v_result' END));

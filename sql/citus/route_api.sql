@@ -1,7 +1,9 @@
 -- route_api: the API on a distributed database, from one list: each
 -- function that names a conversation routed by it to the node that holds
--- the conversation (route), create_conversation in two calls
--- (route_create_conversation). What is not listed here runs as it does on
+-- the conversation (route), begin_receipt by its owner and the receipts
+-- named by id by the caller's owner to the owner's node, create_conversation
+-- in two calls (route_create_conversation), the sidebar in one a node
+-- (route_conversations). What is not listed here runs as it does on
 -- one server. No function keeps plan_cache_mode = force_generic_plan or
 -- force_custom_plan: Citus cannot plan a generic plan's parameters in the
 -- statements it routes. Run by distribute and after every later migration,
@@ -21,7 +23,8 @@ BEGIN
         EXECUTE format('ALTER FUNCTION %s RESET plan_cache_mode', v_function);
     END LOOP;
     GRANT USAGE ON SCHEMA convo_node TO convo_app, convo_reader, convo_admin;
-    GRANT EXECUTE ON FUNCTION convo_node.pass_owner() TO convo_app, convo_reader, convo_admin;
+    GRANT EXECUTE ON FUNCTION convo_node.pass_owner(), convo_node.node_keys(regclass)
+       TO convo_app, convo_reader, convo_admin;
     PERFORM convo_node.route(f, 'p_conversation_id', 'convo.conversations')
        FROM unnest(ARRAY['append_message', 'edit_and_resend', 'regenerate', 'move_head', 'path', 'path_at',
                          'head_at', 'head_history', 'alternatives', 'request_messages', 'request_digest',
@@ -30,6 +33,11 @@ BEGIN
                          'effect_for_call', 'settle_effect', 'compensate_effect', 'confirm_effect',
                          'decline_effect']) WITH ORDINALITY AS u (f, n)
       ORDER BY n;
+    PERFORM convo_node.route('begin_receipt', 'p_owner_id', 'convo.tool_receipts');
+    PERFORM convo_node.route(f, NULL, 'convo.tool_receipts')
+       FROM unnest(ARRAY['fill_receipt', 'apply_receipt', 'fail_receipt']) WITH ORDINALITY AS u (f, n)
+      ORDER BY n;
     PERFORM convo_node.route_create_conversation();
+    PERFORM convo_node.route_conversations();
 END;
 $$;

@@ -31,23 +31,7 @@ SET plpgsql.extra_errors = 'none'
 SET client_min_messages = notice
 AS $$
 BEGIN
-    IF p_owner_id IS NULL OR NOT convo_private.sees_owner(p_owner_id) THEN
-        RAISE EXCEPTION 'p_owner_id must be the owner this session acts for'
-            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL')),
-                  HINT = 'Name the owner with SET LOCAL convo.owner_id first.';
-    END IF;
-    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
-        RAISE EXCEPTION 'p_limit must be between 1 and 1000, not %', coalesce(p_limit::text, 'NULL')
-            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
-    END IF;
-    IF p_archived IS NULL THEN
-        RAISE EXCEPTION 'p_archived must be true or false'
-            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
-    END IF;
-    IF p_before_id IS NOT NULL AND p_before IS NULL THEN
-        RAISE EXCEPTION 'p_before_id goes with p_before: both are the last row of the previous page'
-            USING ERRCODE = 'CV011', DETAIL = format('owner %s, p_before_id %s', p_owner_id, p_before_id);
-    END IF;
+    PERFORM convo_private.check_sidebar(p_owner_id, p_limit, p_before, p_archived, p_before_id);
     IF p_before IS NULL THEN
         RETURN QUERY
         SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived

@@ -3,7 +3,8 @@
 -- the conversation (route), begin_receipt by its owner and the receipts
 -- named by id by the caller's owner to the owner's node, create_conversation
 -- in two calls (route_create_conversation), the sidebar in one a node
--- (route_conversations). What is not listed here runs as it does on
+-- (route_conversations), erase_owner a node and a conversation at a time
+-- (route_erase_owner). What is not listed here runs as it does on
 -- one server. No function keeps plan_cache_mode = force_generic_plan or
 -- force_custom_plan: Citus cannot plan a generic plan's parameters in the
 -- statements it routes. Run by distribute and after every later migration,
@@ -31,7 +32,7 @@ BEGIN
                          'set_title', 'archive_conversation', 'unarchive_conversation',
                          'begin_generation', 'complete_generation', 'fail_generation', 'cancel_generation',
                          'effect_for_call', 'settle_effect', 'compensate_effect', 'confirm_effect',
-                         'decline_effect']) WITH ORDINALITY AS u (f, n)
+                         'decline_effect', 'erase_conversation']) WITH ORDINALITY AS u (f, n)
       ORDER BY n;
     PERFORM convo_node.route('begin_receipt', 'p_owner_id', 'convo.tool_receipts');
     PERFORM convo_node.route(f, NULL, 'convo.tool_receipts')
@@ -39,5 +40,6 @@ BEGIN
       ORDER BY n;
     PERFORM convo_node.route_create_conversation();
     PERFORM convo_node.route_conversations();
+    PERFORM convo_node.route_erase_owner();
 END;
 $$;

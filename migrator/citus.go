@@ -202,6 +202,10 @@ func installNode(ctx context.Context, tx *sql.Tx) error {
 	if _, err := tx.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS convo_node AUTHORIZATION convo_owner`); err != nil {
 		return fmt.Errorf("creating schema convo_node: %w", err)
 	}
+	// The files go in by name; a function is checked when it runs.
+	if _, err := tx.ExecContext(ctx, `SET LOCAL check_function_bodies = off`); err != nil {
+		return err
+	}
 	names, err := fs.Glob(pgconvosql.Citus, "citus/*.sql")
 	if err != nil {
 		return err
@@ -225,7 +229,8 @@ func installNode(ctx context.Context, tx *sql.Tx) error {
 	if err != nil {
 		return fmt.Errorf("installing convo_node: %w", err)
 	}
-	return nil
+	_, err = tx.ExecContext(ctx, `SET LOCAL check_function_bodies = on`)
+	return err
 }
 
 // routeAPI routes the API (route_api) and puts every function of pgconvo's

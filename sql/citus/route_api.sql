@@ -4,7 +4,8 @@
 -- named by id by the caller's owner to the owner's node, create_conversation
 -- in two calls (route_create_conversation), the sidebar in one a node
 -- (route_conversations), erase_owner a node and a conversation at a time
--- (route_erase_owner). What is not listed here runs as it does on
+-- (route_erase_owner), register_tool on each node's copy of the allowlist
+-- (route_register_tool). What is not listed here runs as it does on
 -- one server. No function keeps plan_cache_mode = force_generic_plan or
 -- force_custom_plan: Citus cannot plan a generic plan's parameters in the
 -- statements it routes. Run by distribute and after every later migration,
@@ -41,5 +42,6 @@ BEGIN
     PERFORM convo_node.route_create_conversation();
     PERFORM convo_node.route_conversations();
     PERFORM convo_node.route_erase_owner();
+    PERFORM convo_node.route_register_tool();
 END;
 $$;

@@ -82,7 +82,9 @@ func ledgerStory(t *testing.T, app *pgxpool.Pool, owner, purchase string) {
 }
 
 // TestLedgerOnDistributedDatabase runs the ledger's story on a distributed
-// database, the tool registered before distributing.
+// database, with a tool registered before distributing and one registered
+// after, by a DBA's login: every node's copy of the allowlist holds it, and
+// registering it again with the same settings returns its version.
 func TestLedgerOnDistributedDatabase(t *testing.T) {
 	c := needCitus(t)
 	n := c.newDatabase(t)
@@ -90,5 +92,24 @@ func TestLedgerOnDistributedDatabase(t *testing.T) {
 	pgtest.EffRegisterPurchase(t, n.pool, "purchase", "tool_call", "20 seconds")
 	distribute(t, n)
 	app := pgtest.LoginAs(t, n.pool, "convo_app")
+	admin := pgtest.LoginAs(t, n.pool, "convo_admin")
 	ledgerStory(t, app, "alice", "purchase")
+	if v := pgtest.EffRegisterPurchase(t, admin, "purchase_later", "tool_call", "20 seconds"); v != 1 {
+		t.Fatalf("a tool registered on the distributed database: version %d", v)
+	}
+	if v := pgtest.EffRegisterPurchase(t, admin, "purchase_later", "tool_call", "20 seconds"); v != 1 {
+		t.Fatalf("the same registration again: version %d", v)
+	}
+	if v := pgtest.EffRegisterPurchase(t, admin, "purchase_later", "tool_call", "30 seconds"); v != 2 {
+		t.Fatalf("another deadline: version %d", v)
+	}
+	copies := pgtest.QueryRow[string](t, n.pool, `
+		SELECT string_agg(result, ',' ORDER BY nodeport) FROM run_command_on_placements('convo.tools',
+		    $$SELECT count(*) FROM %s WHERE name = 'purchase_later'$$)`)
+	if copies != "2,2,2" && copies != "2,2" {
+		t.Fatalf("the copies of convo.tools hold %s versions of the new tool", copies)
+	}
+	ledgerStory(t, app, "bob", "purchase_later")
+	_, err := app.Exec(context.Background(), `SELECT convo.register_tool('mine', false, '{}')`)
+	pgtest.RequireSQLState(t, err, "42501")
 }

@@ -30,7 +30,7 @@ BEGIN
     PERFORM convo_node.route(f, 'p_conversation_id', 'convo.conversations')
        FROM unnest(ARRAY['append_message', 'edit_and_resend', 'regenerate', 'move_head', 'path', 'path_at',
                          'head_at', 'head_history', 'alternatives', 'request_messages', 'request_digest',
-                         'set_title', 'archive_conversation', 'unarchive_conversation',
+                         'set_title', 'archive_conversation', 'unarchive_conversation', 'export_conversation',
                          'begin_generation', 'complete_generation', 'fail_generation', 'cancel_generation',
                          'effect_for_call', 'settle_effect', 'compensate_effect', 'confirm_effect',
                          'decline_effect', 'erase_conversation']) WITH ORDINALITY AS u (f, n)

@@ -80,6 +80,9 @@ func requireTreeStory(t *testing.T, app *pgxpool.Pool, owner, conv, first string
 		if n != 2 {
 			t.Errorf("alternatives of the first question: %d, want 2", n)
 		}
+		if n := one[int](t, tx, `SELECT jsonb_array_length(convo.export_conversation($1) -> 'messages')`, conv); n != 5 {
+			t.Errorf("export_conversation holds %d messages, want 5", n)
+		}
 		body := one[string](t, tx, `SELECT convo.request_messages($1)::text`, conv)
 		if body != `[{"role": "system", "content": "be brief"}, {"role": "user", "content": "hey"}, {"role": "assistant", "content": "hey there"}]` {
 			t.Errorf("request_messages: %s", body)

@@ -7,6 +7,9 @@
 -- must never reach Citus's planner (it crashes the server on one):
 -- PostgreSQL folds a STRICT call with a NULL argument away before Citus
 -- looks, and the arrays make every other argument, NULL or not, a value.
+-- It returns one value, never a set (PostgreSQL folds no call of a
+-- set-returning function): a set-returning body's rows come back as one
+-- jsonb array, which the router turns into rows again.
 -- With p_key NULL the key is the caller's owner, a first argument
 -- p_owner_id of this function that the body does not take (the receipts
 -- named by id alone, which live on their owner's node). Whoever may call
@@ -44,9 +47,11 @@ BEGIN
     END LOOP;
     EXECUTE format('CREATE OR REPLACE FUNCTION convo_node.%I(%s) RETURNS %s LANGUAGE sql STRICT SECURITY DEFINER '
                    'SET search_path = pg_catalog, pg_temp AS %L',
-                   v_proc.proname || '_delegated', array_to_string(v_params, ', '), pg_get_function_result(p_body),
-                   format('SELECT * FROM %s.%I(%s)', v_proc.pronamespace::regnamespace, v_proc.proname,
-                          array_to_string(v_args, ', ')));
+                   v_proc.proname || '_delegated', array_to_string(v_params, ', '),
+                   CASE WHEN v_proc.proretset THEN 'jsonb' ELSE pg_get_function_result(p_body) END,
+                   format(CASE WHEN v_proc.proretset THEN 'SELECT coalesce(jsonb_agg(to_jsonb(r)), ''[]'') FROM %s.%I(%s) AS r'
+                               ELSE 'SELECT * FROM %s.%I(%s)' END,
+                          v_proc.pronamespace::regnamespace, v_proc.proname, array_to_string(v_args, ', ')));
     v_shim := format('convo_node.%I(%s)', v_proc.proname || '_delegated', array_to_string(v_types, ', '))::regprocedure;
     EXECUTE format('ALTER FUNCTION %s OWNER TO convo_owner', v_shim);
     EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_shim);

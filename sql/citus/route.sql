@@ -3,7 +3,8 @@
 -- before anything reaches Citus), passes the caller's owner on with SET
 -- LOCAL (which Citus sends to the node, where set_config is not), and calls
 -- the body's delegated function (delegate) with the key as a constant,
--- which is what Citus hands to one node. The body, the API function as its
+-- which is what Citus hands to one node; a set-returning body's rows come
+-- back as one jsonb array. The body, the API function as its
 -- migration made it, moves to convo_node under its own name; a body that a
 -- later migration re-created in convo replaces the one there. With p_key
 -- NULL the key is the caller's owner (convo.owner_id), which must be set:
@@ -24,6 +25,7 @@ DECLARE
     v_using   text[] := '{}';
     v_key     text := coalesce(quote_ident(p_key), 'v_owner');
     v_check   text;
+    v_columns text;
     v_result  text;
     v_call    text;
     v_name    text;
@@ -50,6 +52,10 @@ BEGIN
 
     SELECT * INTO v_proc FROM pg_proc p WHERE p.oid = v_body;
     v_result := pg_get_function_result(v_body);
+    -- A set-returning body's result columns, for its rows' way back.
+    SELECT string_agg(format('%I %s', a.name, format_type(a.type, NULL)), ', ' ORDER BY a.n) INTO v_columns
+      FROM unnest(v_proc.proargnames, v_proc.proallargtypes::oid[], v_proc.proargmodes::text[]) WITH ORDINALITY AS a (name, type, mode, n)
+     WHERE a.mode IN ('o', 't', 'b');
     IF p_key IS NULL THEN
         v_args := ARRAY['%L::text'];
     END IF;
@@ -82,6 +88,7 @@ BEGIN
         format($b$
 DECLARE
     v_result %s;
+    v_rows   jsonb;
     v_owner  text := nullif(current_setting('convo.owner_id', true), '');
 BEGIN
     %s
@@ -89,7 +96,9 @@ BEGIN
     %s;
 END;
 $b$, CASE WHEN v_proc.proretset OR v_result = 'void' THEN 'boolean' ELSE v_result END, v_check,
-     CASE WHEN v_proc.proretset THEN 'RETURN QUERY ' || v_call
+     CASE WHEN v_proc.proretset THEN v_call || ' INTO v_rows;' || E'\n    RETURN QUERY SELECT * FROM '
+              || CASE WHEN v_columns IS NULL THEN format('jsonb_array_elements_text(v_rows) AS x (value)')
+                      ELSE format('jsonb_to_recordset(v_rows) AS x (%s)', v_columns) END
           WHEN v_result = 'void' THEN v_call
           ELSE v_call || ' INTO v_result;' || E'\n    RETURN v_result' END));
     v_router := format('convo.%I(%s)', p_name, oidvectortypes(v_proc.proargtypes))::regprocedure;

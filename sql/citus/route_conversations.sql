@@ -27,21 +27,20 @@ BEGIN
     AS $body$
     DECLARE
         v_key  uuid;
-        v_row  record;
-        v_rows jsonb[] := '{}';
+        v_part jsonb;
+        v_rows jsonb := '[]';
     BEGIN
         PERFORM convo_node.pass_owner();
         FOR v_key IN SELECT * FROM convo_node.node_keys('convo.conversations') LOOP
-            FOR v_row IN EXECUTE format('SELECT * FROM convo_node.conversations_on_node_delegated(%L::uuid, $1, $2, $3, $4, $5)', v_key)
-                USING ARRAY[p_owner_id], ARRAY[p_limit], ARRAY[p_before], ARRAY[p_archived], ARRAY[p_before_id] LOOP
-                v_rows := v_rows || to_jsonb(v_row);
-            END LOOP;
+            EXECUTE format('SELECT * FROM convo_node.conversations_on_node_delegated(%L::uuid, $1, $2, $3, $4, $5)', v_key)
+               INTO v_part
+              USING ARRAY[p_owner_id], ARRAY[p_limit], ARRAY[p_before], ARRAY[p_archived], ARRAY[p_before_id];
+            v_rows := v_rows || v_part;
         END LOOP;
         RETURN QUERY
         SELECT x.conversation_id, x.title, x.created_at, x.last_activity_at, x.head_message_id, x.archived
-          FROM unnest(v_rows) AS r (j),
-               jsonb_to_record(r.j) AS x (conversation_id uuid, title text, created_at timestamptz,
-                                          last_activity_at timestamptz, head_message_id uuid, archived boolean)
+          FROM jsonb_to_recordset(v_rows) AS x (conversation_id uuid, title text, created_at timestamptz,
+                                                last_activity_at timestamptz, head_message_id uuid, archived boolean)
          ORDER BY x.last_activity_at DESC, x.conversation_id DESC
          LIMIT p_limit;
     END;

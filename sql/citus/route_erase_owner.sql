@@ -25,36 +25,32 @@ BEGIN
     AS $body$
     DECLARE
         v_key  uuid;
-        v_ids  uuid[] := '{}';
+        v_ids  jsonb := '[]';
         v_id   uuid;
-        v_row  record;
-        v_rows jsonb[] := '{}';
+        v_part jsonb;
+        v_rows jsonb;
     BEGIN
         IF p_owner_id IS NULL THEN
             RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011', DETAIL = 'owner NULL or empty';
         END IF;
         PERFORM convo_node.pass_owner();
-        FOR v_row IN EXECUTE format('SELECT * FROM convo_node.erase_receipts_delegated(%L::text, $1)', p_owner_id)
-            USING ARRAY[p_reason] LOOP
-            v_rows := v_rows || to_jsonb(v_row);
-        END LOOP;
+        EXECUTE format('SELECT * FROM convo_node.erase_receipts_delegated(%L::text, $1)', p_owner_id)
+           INTO v_rows USING ARRAY[p_reason];
         FOR v_key IN SELECT * FROM convo_node.node_keys('convo.conversations') LOOP
-            FOR v_id IN EXECUTE format('SELECT * FROM convo_node.owner_conversations_on_node_delegated(%L::uuid, $1)', v_key)
-                USING ARRAY[p_owner_id] LOOP
-                v_ids := v_ids || v_id;
-            END LOOP;
+            EXECUTE format('SELECT * FROM convo_node.owner_conversations_on_node_delegated(%L::uuid, $1)', v_key)
+               INTO v_part USING ARRAY[p_owner_id];
+            v_ids := v_ids || v_part;
         END LOOP;
-        FOR v_id IN SELECT u.id FROM unnest(v_ids) AS u (id) ORDER BY u.id LOOP
-            FOR v_row IN EXECUTE format('SELECT * FROM convo_node.erase_owned_delegated(%L::uuid, $1, $2)', v_id)
-                USING ARRAY[p_owner_id], ARRAY[p_reason] LOOP
-                v_rows := v_rows || to_jsonb(v_row);
-            END LOOP;
+        FOR v_id IN SELECT u.id::uuid FROM jsonb_array_elements_text(v_ids) AS u (id) ORDER BY u.id::uuid LOOP
+            EXECUTE format('SELECT * FROM convo_node.erase_owned_delegated(%L::uuid, $1, $2)', v_id)
+               INTO v_part USING ARRAY[p_owner_id], ARRAY[p_reason];
+            v_rows := v_rows || v_part;
         END LOOP;
         RETURN QUERY
-        SELECT r.j ->> 'place', sum((r.j ->> 'rows_redacted')::bigint)::bigint
-          FROM unnest(v_rows) AS r (j)
-         GROUP BY r.j ->> 'place'
-         ORDER BY r.j ->> 'place';
+        SELECT x.place, sum(x.rows_redacted)::bigint
+          FROM jsonb_to_recordset(v_rows) AS x (place text, rows_redacted bigint)
+         GROUP BY x.place
+         ORDER BY x.place;
     END;
     $body$;
     ALTER FUNCTION convo.erase_owner(text, text) OWNER TO convo_owner;

@@ -110,6 +110,15 @@ func Distribute(ctx context.Context, db *sql.DB) ([]string, error) {
 		return nil, &DistributeError{fmt.Sprintf("the database is at version %d%s, not %d: run `migrate up` first",
 			h.Version, map[bool]string{true: " (dirty)"}[h.Dirty], latest)}
 	}
+	var may bool
+	if err := db.QueryRowContext(ctx, `SELECT pg_has_role(current_user, 'convo_owner', 'USAGE')
+		OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)`).Scan(&may); err != nil {
+		return nil, err
+	}
+	if !may {
+		return nil, &DistributeError{"the connected role is neither a superuser nor a member of convo_owner, " +
+			"which owns the tables it distributes: GRANT convo_owner TO the role first (and revoke it after)"}
+	}
 	if err := createRolesOnWorkers(ctx, db); err != nil {
 		return nil, err
 	}

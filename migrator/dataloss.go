@@ -65,6 +65,9 @@ var (
 	dropSchemaCascadeRe = regexp.MustCompile(`(?is)^DROP\s+SCHEMA\s+(?:IF\s+EXISTS\s+)?(.+?)\s+CASCADE$`)
 	// insertRe matches a top-level INSERT and captures its table.
 	insertRe = regexp.MustCompile(`(?is)^INSERT\s+INTO\s+([^\s(]+)`)
+	// movesRe matches an INSERT that reads pgconvo's tables: rows a user
+	// stored, moved by a migration, not the schema's own.
+	movesRe = regexp.MustCompile(`(?is)\bFROM\s+convo(_private)?\.`)
 )
 
 // CheckDataLoss asks the database what migrating down from its current
@@ -132,7 +135,8 @@ func droppedBetween(fsys fs.FS, to, from uint) (tables, schemas []string, err er
 }
 
 // seededTables returns the tables that the up migrations insert rows into
-// at the top level (reference data, not a function body's INSERT).
+// at the top level (reference data, not a function body's INSERT, nor an
+// INSERT that moves rows a user stored from another of pgconvo's tables).
 func seededTables(fsys fs.FS) ([]string, error) {
 	files, err := parseFiles(fsys)
 	if err != nil {
@@ -148,7 +152,7 @@ func seededTables(fsys fs.FS) ([]string, error) {
 			return nil, fmt.Errorf("reading %s: %w", f.file, err)
 		}
 		for _, stmt := range topLevelStatements(string(body)) {
-			if m := insertRe.FindStringSubmatch(stmt); m != nil {
+			if m := insertRe.FindStringSubmatch(stmt); m != nil && !movesRe.MatchString(stmt) {
 				out = append(out, m[1])
 			}
 		}

@@ -2,7 +2,10 @@ package citus
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -110,7 +113,25 @@ func mustJSON(v any) string {
 func TestDistributeFreshDatabase(t *testing.T) {
 	c := needCitus(t)
 	n := c.newDatabase(t)
+	var refused *migrator.DistributeError
+	if _, err := migrator.Distribute(context.Background(), n.db); !errors.As(err, &refused) ||
+		!strings.Contains(err.Error(), "run `migrate up` first") {
+		t.Fatalf("distribute before up: %v", err)
+	}
 	migrateUp(t, n)
+	login := pgtest.LoginAs(t, n.pool, "convo_admin")
+	loginDB, err := sql.Open("pgx", login.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loginDB.Close()
+	if _, err := migrator.Distribute(context.Background(), loginDB); err == nil ||
+		!strings.Contains(err.Error(), "GRANT ") {
+		t.Fatalf("distribute as a DBA's login, which may not migrate: %v, want a refusal naming the grant it needs", err)
+	}
+	if d, err := migrator.ReadDistribution(context.Background(), n.db); err != nil || d.Distributed {
+		t.Fatalf("after the refusals: %+v, %v", d, err)
+	}
 	distribute(t, n)
 	d, err := migrator.ReadDistribution(context.Background(), n.db)
 	if err != nil {

@@ -111,6 +111,7 @@ func mustJSON(v any) string {
 // two workers, distributes it, and runs the tree's story through the API
 // as an application login; the owner role stays NOLOGIN on every node.
 func TestDistributeFreshDatabase(t *testing.T) {
+	t.Parallel()
 	c := needCitus(t)
 	n := c.newDatabase(t)
 	var refused *migrator.DistributeError
@@ -165,6 +166,7 @@ func TestDistributeFreshDatabase(t *testing.T) {
 // and written before: what was there reads the same after, and the story
 // goes on.
 func TestDistributeMigratedDatabase(t *testing.T) {
+	t.Parallel()
 	c := needCitus(t)
 	n := c.newDatabase(t)
 	migrateUp(t, n)

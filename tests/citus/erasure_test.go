@@ -26,6 +26,7 @@ func erasedPlaces(t *testing.T, db *pgxpool.Pool, sql string, args ...any) []str
 // asked again after the erasure is a new request (the key epoch counts the
 // erasure).
 func TestErasureOnDistributedDatabase(t *testing.T) {
+	t.Parallel()
 	c := needCitus(t)
 	distributed := erasureStory(t, c, true)
 	one := erasureStory(t, c, false)

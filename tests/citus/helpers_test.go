@@ -3,6 +3,7 @@ package citus
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -12,9 +13,17 @@ import (
 	"github.com/pgconvo/pgconvo/migrator"
 )
 
+// schemaChanges serializes the tests' migrations and distributions: they
+// change catalogs the cluster's databases share (the roles), and Citus
+// passes each change on to the workers, where two at once collide
+// ("tuple concurrently updated"). A deployment runs them once.
+var schemaChanges sync.Mutex
+
 // migrateUp applies every migration to n, as the superuser.
 func migrateUp(t *testing.T, n *node) {
 	t.Helper()
+	schemaChanges.Lock()
+	defer schemaChanges.Unlock()
 	m, err := migrator.Open(n.url)
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +38,8 @@ func migrateUp(t *testing.T, n *node) {
 // every foreign key.
 func distribute(t *testing.T, n *node) {
 	t.Helper()
+	schemaChanges.Lock()
+	defer schemaChanges.Unlock()
 	unkept, err := migrator.Distribute(context.Background(), n.db)
 	if err != nil {
 		t.Fatalf("distribute: %v", err)

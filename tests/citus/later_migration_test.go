@@ -92,6 +92,7 @@ ALTER TABLE convo.conversations DROP COLUMN probe_note;
 // body on the nodes, and what was written before still reads through it;
 // the column it adds reached every shard; its new function every worker.
 func TestLaterMigrationOnDistributedDatabase(t *testing.T) {
+	t.Parallel()
 	c := needCitus(t)
 	n := c.newDatabase(t)
 	migrateUp(t, n)
@@ -110,7 +111,10 @@ func TestLaterMigrationOnDistributedDatabase(t *testing.T) {
 	}
 	defer m.Close()
 	ctx := context.Background()
-	if err := m.Up(ctx); err != nil {
+	schemaChanges.Lock()
+	err = m.Up(ctx)
+	schemaChanges.Unlock()
+	if err != nil {
 		t.Fatalf("the later migration on the distributed database: %v", err)
 	}
 	h, err := migrator.ReadHistory(ctx, n.db)

@@ -86,6 +86,7 @@ func ledgerStory(t *testing.T, app *pgxpool.Pool, owner, purchase string) {
 // after, by a DBA's login: every node's copy of the allowlist holds it, and
 // registering it again with the same settings returns its version.
 func TestLedgerOnDistributedDatabase(t *testing.T) {
+	t.Parallel()
 	c := needCitus(t)
 	n := c.newDatabase(t)
 	migrateUp(t, n)

@@ -2,7 +2,10 @@
 // workers started by the tests from the installed PostgreSQL, with Citus
 // preloaded. Citus is not in the package registries; where its library
 // (citus.so) is not in the server's library directory, every test here
-// skips with one line saying so, CI included.
+// skips with one line saying so, CI included. Each test has a database of
+// its own and runs in parallel with the others, but for the one that calls
+// everything with NULLs (crash_test.go): it runs first, alone, so that a
+// crash it provoked could not be blamed on another test.
 package citus
 
 import (

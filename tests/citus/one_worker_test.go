@@ -120,6 +120,7 @@ func (l *remoteLog) onOne(t *testing.T, owner, query string, args ...any) string
 // that Citus sent its commands to one worker and committed there in one
 // phase: each call is handed whole to the node holding the conversation.
 func TestConversationCallsRunOnOneWorker(t *testing.T) {
+	t.Parallel()
 	c := needCitus(t)
 	n := c.newDatabase(t)
 	migrateUp(t, n)

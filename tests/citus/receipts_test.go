@@ -66,6 +66,7 @@ func receiptStory(t *testing.T, app *pgxpool.Pool, owner, purchase string) {
 // TestReceiptsOnDistributedDatabase runs the receipts' story on a
 // distributed database, the tool registered before distributing.
 func TestReceiptsOnDistributedDatabase(t *testing.T) {
+	t.Parallel()
 	c := needCitus(t)
 	n := c.newDatabase(t)
 	migrateUp(t, n)

@@ -15,6 +15,7 @@ import (
 // order (latest activity first, ties by id), archived ones apart, another
 // owner's never, and another owner's page refused.
 func TestSidebarOnDistributedDatabase(t *testing.T) {
+	t.Parallel()
 	c := needCitus(t)
 	n := c.newDatabase(t)
 	migrateUp(t, n)
@@ -24,7 +25,11 @@ func TestSidebarOnDistributedDatabase(t *testing.T) {
 	var want []string // alice's live conversations, latest activity first
 	for i := 0; i < 12; i++ {
 		owner := map[bool]string{true: "alice", false: "bob"}[i%3 != 0]
+		// Alice's conversations alternate between the two workers.
 		conv := pgtest.NewID()
+		for owner == "alice" && nodeOf(t, n, conv) == len(want)%2 {
+			conv = pgtest.NewID()
+		}
 		err := inOwnerTx(t, app, owner, func(tx pgx.Tx) error {
 			one[string](t, tx, `SELECT convo.create_conversation($1, NULL, '{}', $2)`, owner, conv)
 			one[string](t, tx, `SELECT convo.append_message($1, 'user', $2)`, conv, textParts("hi"))
@@ -94,4 +99,13 @@ func TestSidebarOnDistributedDatabase(t *testing.T) {
 		return err
 	})
 	pgtest.RequireSQLState(t, err, "CV011")
+}
+
+// nodeOf is 0 or 1: which of the two workers holds conversation conv.
+func nodeOf(t *testing.T, n *node, conv string) int {
+	t.Helper()
+	return pgtest.QueryRow[int](t, n.pool, `
+		SELECT (p.groupid = (SELECT min(groupid) FROM pg_dist_node WHERE groupid <> 0))::int
+		  FROM pg_dist_placement p
+		 WHERE p.shardid = get_shard_id_for_distribution_column('convo.conversations', $1::uuid)`, conv)
 }

@@ -37,6 +37,7 @@ func connectAs(t *testing.T, n *node, name string) *pgx.Conn {
 // cannot log in, is refused without harm; and notifications are off on
 // every node.
 func TestTrustOnDistributedDatabase(t *testing.T) {
+	t.Parallel()
 	c := needCitus(t)
 	n := c.newDatabase(t)
 	migrateUp(t, n)

@@ -25,7 +25,7 @@ BEGIN
         EXECUTE format('ALTER FUNCTION %s RESET plan_cache_mode', v_function);
     END LOOP;
     GRANT USAGE ON SCHEMA convo_node TO convo_app, convo_reader, convo_admin;
-    GRANT EXECUTE ON FUNCTION convo_node.pass_owner(), convo_node.node_keys(regclass)
+    GRANT EXECUTE ON FUNCTION convo_node.pass_owner(), convo_node.node_keys()
        TO convo_app, convo_reader, convo_admin;
     PERFORM convo_node.route(f, 'p_conversation_id', 'convo.conversations')
        FROM unnest(ARRAY['append_message', 'edit_and_resend', 'regenerate', 'move_head', 'path', 'path_at',

@@ -31,7 +31,7 @@ BEGIN
         v_rows jsonb := '[]';
     BEGIN
         PERFORM convo_node.pass_owner();
-        FOR v_key IN SELECT * FROM convo_node.node_keys('convo.conversations') LOOP
+        FOR v_key IN SELECT * FROM convo_node.node_keys() LOOP
             EXECUTE format('SELECT * FROM convo_node.conversations_on_node_delegated(%L::uuid, $1, $2, $3, $4, $5)', v_key)
                INTO v_part
               USING ARRAY[p_owner_id], ARRAY[p_limit], ARRAY[p_before], ARRAY[p_archived], ARRAY[p_before_id];

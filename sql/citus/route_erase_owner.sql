@@ -36,7 +36,7 @@ BEGIN
         PERFORM convo_node.pass_owner();
         EXECUTE format('SELECT * FROM convo_node.erase_receipts_delegated(%L::text, $1)', p_owner_id)
            INTO v_rows USING ARRAY[p_reason];
-        FOR v_key IN SELECT * FROM convo_node.node_keys('convo.conversations') LOOP
+        FOR v_key IN SELECT * FROM convo_node.node_keys() LOOP
             EXECUTE format('SELECT * FROM convo_node.owner_conversations_on_node_delegated(%L::uuid, $1)', v_key)
                INTO v_part USING ARRAY[p_owner_id];
             v_ids := v_ids || v_part;

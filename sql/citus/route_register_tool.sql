@@ -39,7 +39,7 @@ BEGIN
         IF v_version IS NOT NULL THEN
             v_versions := v_versions || v_version;
         END IF;
-        FOR v_key IN SELECT * FROM convo_node.node_keys('convo.conversations') LOOP
+        FOR v_key IN SELECT * FROM convo_node.node_keys() LOOP
             EXECUTE format('SELECT * FROM convo_node.register_tool_on_node_delegated(%L::uuid, $1, $2, $3, $4, $5, $6, $7)', v_key)
                INTO v_version
               USING ARRAY[p_name], ARRAY[p_effectful], ARRAY[p_args_schema], ARRAY[p_idempotency_scope], ARRAY[p_deadline],

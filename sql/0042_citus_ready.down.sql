@@ -333,6 +333,45 @@ $$;
 COMMENT ON FUNCTION convo.erase_owner(text, text) IS
     'Erase the content of every conversation and receipt of an owner, keeping their shape; recorded with p_reason.';
 
+-- expire_receipts: the sweeper: pending receipts past their tool's deadline
+-- fail with 504 deadline_exceeded, so none stays pending forever. Returns
+-- how many it failed.
+CREATE OR REPLACE FUNCTION convo.expire_receipts(p_now timestamptz DEFAULT clock_timestamp())
+RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+DECLARE
+    v_count int;
+    v_now   timestamptz;
+BEGIN
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'p_now is required' USING ERRCODE = 'CV011', DETAIL = 'p_now NULL';
+    END IF;
+    v_now := clock_timestamp();
+    WITH expired AS (
+        UPDATE convo.tool_receipts r
+           SET status = 'failed', http_status = 504, error_code = 'deadline_exceeded', settled_at = v_now
+         WHERE r.status = 'pending' AND r.deadline_at < p_now
+        RETURNING r.id, r.arguments IS NOT NULL AS filled)
+    SELECT count(*) INTO v_count
+      FROM expired e, LATERAL (SELECT convo_private.notify_receipt(e.id, 'failed', e.filled)) n;
+    RETURN v_count;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.expire_receipts(timestamptz) IS
+    'Fail pending receipts past their tool''s deadline with 504 deadline_exceeded; returns the count.';
+
 -- import_chatgpt: one conversation of a ChatGPT export (an element of
 -- conversations.json, or a bare conversation object) as a new conversation
 -- of p_owner_id, by the rules of docs/importing.md ("The rules"): the whole tree with
@@ -1659,6 +1698,69 @@ BEGIN
 END;
 $$;
 
+-- stale_generations_rows: the rows of the view convo.stale_generations
+-- (generations still streaming after generation_stale_after()), the
+-- caller's owner's only (sees_owner). A PL/pgSQL function, SECURITY
+-- DEFINER, like orphaned_applied_effects_rows: no condition of a caller's
+-- reaches its scans, nor does EXPLAIN show them.
+CREATE OR REPLACE FUNCTION convo_private.stale_generations_rows()
+RETURNS TABLE (conversation_id uuid, generation_id uuid, model text, prompt_message_id uuid, started_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT g.conversation_id, g.id, g.model, g.prompt_message_id, g.started_at
+      FROM convo.generations g
+      JOIN convo.conversations c ON c.id = g.conversation_id
+     WHERE g.state = 'streaming'
+       AND g.started_at < clock_timestamp() - convo.generation_stale_after()
+       AND convo_private.sees_owner(c.owner_id);
+END;
+$$;
+
+-- stale_pending_effects_rows: the rows of the view
+-- convo.stale_pending_effects (effects pending or awaiting confirmation
+-- past their deadline), the caller's owner's only (sees_owner). A
+-- PL/pgSQL function, SECURITY DEFINER, like orphaned_applied_effects_rows:
+-- no condition of a caller's reaches its scans, nor does EXPLAIN show them.
+CREATE OR REPLACE FUNCTION convo_private.stale_pending_effects_rows()
+RETURNS TABLE (conversation_id uuid, effect_id uuid, tool_name text, state text, idempotency_key text,
+               requested_at timestamptz, deadline_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT e.conversation_id, e.id, e.tool_name, e.state, e.idempotency_key, e.requested_at, e.deadline_at
+      FROM convo.tool_effects e
+      JOIN convo.conversations c ON c.id = e.conversation_id
+     WHERE e.state IN ('pending', 'awaiting_confirmation')
+       AND e.deadline_at < clock_timestamp()
+       AND convo_private.sees_owner(c.owner_id);
+END;
+$$;
+
 -- write_messages: the one write path of the tree. Every call that adds
 -- messages writes through it (append_message, edit_and_resend and
 -- regenerate, complete_generation, create_conversation, the imports), once
@@ -1990,6 +2092,10 @@ DROP TRIGGER owner_erasures_90_append_only ON convo.owner_erasures;
 
 DROP TRIGGER owner_erasures_10_no_forgery ON convo.owner_erasures;
 
+DROP FUNCTION convo_private.stale_pending_effects_in;
+
+DROP FUNCTION convo_private.stale_generations_in;
+
 DROP FUNCTION convo_private.register_tool_in;
 
 DROP FUNCTION convo_private.owner_beside;
@@ -1999,6 +2105,8 @@ DROP FUNCTION convo_private.other_conversation;
 DROP FUNCTION convo_private.new_conversation;
 
 DROP FUNCTION convo_private.hold_new_owner;
+
+DROP FUNCTION convo_private.expire_receipts_in;
 
 DROP FUNCTION convo_private.check_sidebar;
 

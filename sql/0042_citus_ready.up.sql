@@ -283,6 +283,34 @@ $$;
 COMMENT ON FUNCTION convo.erase_owner(text, text) IS
     'Erase the content of every conversation and receipt of an owner, keeping their shape; recorded with p_reason.';
 
+-- expire_receipts: the sweeper: pending receipts past their tool's deadline
+-- fail with 504 deadline_exceeded, so none stays pending forever. Returns
+-- how many it failed.
+CREATE OR REPLACE FUNCTION convo.expire_receipts(p_now timestamptz DEFAULT clock_timestamp())
+RETURNS int
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'p_now is required' USING ERRCODE = 'CV011', DETAIL = 'p_now NULL';
+    END IF;
+    RETURN convo_private.expire_receipts_in('convo.tool_receipts', p_now);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.expire_receipts(timestamptz) IS
+    'Fail pending receipts past their tool''s deadline with 504 deadline_exceeded; returns the count.';
+
 -- import_chatgpt: one conversation of a ChatGPT export (an element of
 -- conversations.json, or a bare conversation object) as a new conversation
 -- of p_owner_id, by the rules of docs/importing.md ("The rules"): the whole tree with
@@ -1391,6 +1419,32 @@ BEGIN
 END;
 $$;
 
+-- expire_receipts_in: expire_receipts' sweep over the receipts stored in
+-- p_receipts: convo.tool_receipts on one server; on a distributed
+-- database, each of a node's shards of it (expire_receipts_on_node). Each
+-- pending receipt past its deadline at p_now fails with 504
+-- deadline_exceeded; returns how many.
+CREATE OR REPLACE FUNCTION convo_private.expire_receipts_in(p_receipts text, p_now timestamptz)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count int;
+BEGIN
+    EXECUTE format('
+    WITH expired AS (
+        UPDATE %s r
+           SET status = ''failed'', http_status = 504, error_code = ''deadline_exceeded'', settled_at = $2
+         WHERE r.status = ''pending'' AND r.deadline_at < $1
+        RETURNING r.id, r.arguments IS NOT NULL AS filled)
+    SELECT count(*)::int
+      FROM expired e, LATERAL (SELECT convo_private.notify_receipt(e.id, ''failed'', e.filled)) n', p_receipts)
+       INTO v_count USING p_now, clock_timestamp();
+    RETURN v_count;
+END;
+$$;
+
 -- export_of: the export document of one conversation (format pgconvo.export,
 -- version 3; every key is described in docs/erasure.md and on
 -- convo.export_conversation), without an owner check: export_conversation
@@ -2051,6 +2105,100 @@ BEGIN
             USING ERRCODE = 'serialization_failure', DETAIL = format('tool %s, version %s', p_name, coalesce(v_latest.version, 0) + 1);
     END IF;
     RETURN coalesce(v_latest.version, 0) + 1;
+END;
+$$;
+
+-- stale_generations_in: the rows of stale_generations_rows read from the
+-- relations named: convo.generations and convo.conversations on one server; on
+-- a distributed database, one node's shards of them that hold the same
+-- conversations (stale_generations_on_node).
+CREATE OR REPLACE FUNCTION convo_private.stale_generations_in(p_generations text, p_conversations text)
+RETURNS TABLE (conversation_id uuid, generation_id uuid, model text, prompt_message_id uuid, started_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY EXECUTE format('
+    SELECT g.conversation_id, g.id, g.model, g.prompt_message_id, g.started_at
+      FROM %1$s g
+      JOIN %2$s c ON c.id = g.conversation_id
+     WHERE g.state = ''streaming''
+       AND g.started_at < clock_timestamp() - convo.generation_stale_after()
+       AND convo_private.sees_owner(c.owner_id)', p_generations, p_conversations);
+END;
+$$;
+
+-- stale_generations_rows: the rows of the view convo.stale_generations
+-- (generations still streaming after generation_stale_after()), the
+-- caller's owner's only (sees_owner). A PL/pgSQL function, SECURITY
+-- DEFINER, like orphaned_applied_effects_rows: no condition of a caller's
+-- reaches its scans, nor does EXPLAIN show them.
+CREATE OR REPLACE FUNCTION convo_private.stale_generations_rows()
+RETURNS TABLE (conversation_id uuid, generation_id uuid, model text, prompt_message_id uuid, started_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM convo_private.stale_generations_in('convo.generations', 'convo.conversations');
+END;
+$$;
+
+-- stale_pending_effects_in: the rows of stale_pending_effects_rows read from the
+-- relations named: convo.tool_effects and convo.conversations on one server; on
+-- a distributed database, one node's shards of them that hold the same
+-- conversations (stale_pending_effects_on_node).
+CREATE OR REPLACE FUNCTION convo_private.stale_pending_effects_in(p_tool_effects text, p_conversations text)
+RETURNS TABLE (conversation_id uuid, effect_id uuid, tool_name text, state text, idempotency_key text,
+               requested_at timestamptz, deadline_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY EXECUTE format('
+    SELECT e.conversation_id, e.id, e.tool_name, e.state, e.idempotency_key, e.requested_at, e.deadline_at
+      FROM %1$s e
+      JOIN %2$s c ON c.id = e.conversation_id
+     WHERE e.state IN (''pending'', ''awaiting_confirmation'')
+       AND e.deadline_at < clock_timestamp()
+       AND convo_private.sees_owner(c.owner_id)', p_tool_effects, p_conversations);
+END;
+$$;
+
+-- stale_pending_effects_rows: the rows of the view
+-- convo.stale_pending_effects (effects pending or awaiting confirmation
+-- past their deadline), the caller's owner's only (sees_owner). A
+-- PL/pgSQL function, SECURITY DEFINER, like orphaned_applied_effects_rows:
+-- no condition of a caller's reaches its scans, nor does EXPLAIN show them.
+CREATE OR REPLACE FUNCTION convo_private.stale_pending_effects_rows()
+RETURNS TABLE (conversation_id uuid, effect_id uuid, tool_name text, state text, idempotency_key text,
+               requested_at timestamptz, deadline_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM convo_private.stale_pending_effects_in('convo.tool_effects', 'convo.conversations');
 END;
 $$;
 

@@ -209,7 +209,7 @@ func valueSets() []ValueSet {
 		{Object: "effect_for_call", Name: "state", Check: "tool_effects.state", Note: "or NULL for `replay` (no effect)"},
 		{Object: "settle_effect", Name: "p_state", Text: "convo.settle_effect"},
 		{Object: "stale_pending_effects", Name: "state", Values: []string{"pending", "awaiting_confirmation"},
-			In: []string{"convo_private.stale_pending_effects_rows"}},
+			In: []string{"convo_private.stale_pending_effects_in"}},
 		{Object: "begin_receipt", Name: "status", Check: "tool_receipts.status"},
 		{Object: "fill_receipt", Name: "status", Check: "tool_receipts.status"},
 	}

@@ -5,7 +5,8 @@
 -- in two calls (route_create_conversation), the sidebar in one a node
 -- (route_conversations), erase_owner a node and a conversation at a time
 -- (route_erase_owner), register_tool on each node's copy of the allowlist
--- (route_register_tool). What is not listed here runs as it does on
+-- (route_register_tool), the stale lists and the receipts' sweep a node at
+-- a time (route_view_rows, route_expire_receipts). What is not listed here runs as it does on
 -- one server. No function keeps plan_cache_mode = force_generic_plan or
 -- force_custom_plan: Citus cannot plan a generic plan's parameters in the
 -- statements it routes. Run by distribute and after every later migration,
@@ -43,5 +44,7 @@ BEGIN
     PERFORM convo_node.route_conversations();
     PERFORM convo_node.route_erase_owner();
     PERFORM convo_node.route_register_tool();
+    PERFORM convo_node.route_view_rows();
+    PERFORM convo_node.route_expire_receipts();
 END;
 $$;

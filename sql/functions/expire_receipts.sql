@@ -15,22 +15,11 @@ SET plpgsql.extra_warnings = 'none'
 SET plpgsql.extra_errors = 'none'
 SET client_min_messages = notice
 AS $$
-DECLARE
-    v_count int;
-    v_now   timestamptz;
 BEGIN
     IF p_now IS NULL THEN
         RAISE EXCEPTION 'p_now is required' USING ERRCODE = 'CV011', DETAIL = 'p_now NULL';
     END IF;
-    v_now := clock_timestamp();
-    WITH expired AS (
-        UPDATE convo.tool_receipts r
-           SET status = 'failed', http_status = 504, error_code = 'deadline_exceeded', settled_at = v_now
-         WHERE r.status = 'pending' AND r.deadline_at < p_now
-        RETURNING r.id, r.arguments IS NOT NULL AS filled)
-    SELECT count(*) INTO v_count
-      FROM expired e, LATERAL (SELECT convo_private.notify_receipt(e.id, 'failed', e.filled)) n;
-    RETURN v_count;
+    RETURN convo_private.expire_receipts_in('convo.tool_receipts', p_now);
 END;
 $$;
 

@@ -114,3 +114,60 @@ func TestLedgerOnDistributedDatabase(t *testing.T) {
 	_, err := app.Exec(context.Background(), `SELECT convo.register_tool('mine', false, '{}')`)
 	pgtest.RequireSQLState(t, err, "42501")
 }
+
+// TestStaleListsOnDistributedDatabase reads the stale lists on a
+// distributed database, as the application and as a reader, against an
+// undistributed database's answers to the same story: an effect left
+// pending past its deadline, and a generation left streaming, on
+// conversations of both workers.
+func TestStaleListsOnDistributedDatabase(t *testing.T) {
+	t.Parallel()
+	c := needCitus(t)
+	saw := func(distributed bool) []string {
+		n := c.newDatabase(t)
+		migrateUp(t, n)
+		pgtest.EffRegisterPurchase(t, n.pool, "purchase", "tool_call", "1 millisecond")
+		if distributed {
+			distribute(t, n)
+		}
+		app := pgtest.LoginAs(t, n.pool, "convo_app")
+		reader := pgtest.LoginAs(t, n.pool, "convo_reader")
+		for i := 0; i < 6; i++ {
+			owner := []string{"alice", "bob"}[i%2]
+			conv := pgtest.NewID()
+			err := inOwnerTx(t, app, owner, func(tx pgx.Tx) error {
+				one[string](t, tx, `SELECT convo.create_conversation($1, NULL, '{}', $2)`, owner, conv)
+				asked := one[string](t, tx, `SELECT convo.append_message($1, 'user', $2)`, conv, textParts("buy"))
+				one[string](t, tx, `SELECT convo.append_message($1, 'assistant', $2)`, conv,
+					pgtest.EffToolUses(pgtest.EffBuy("call-1", "purchase", 100+i)))
+				one[string](t, tx, `SELECT convo.begin_generation($1, $2, 'model-a')`, conv, asked)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		pgtest.MustExec(t, n.pool, `SELECT pg_sleep(0.01)`)
+		var out []string
+		for _, owner := range []string{"alice", "bob"} {
+			err := inOwnerTx(t, app, owner, func(tx pgx.Tx) error {
+				out = append(out, owner+" pending "+one[string](t, tx,
+					`SELECT count(*) || ' ' || count(DISTINCT conversation_id) FROM convo.stale_pending_effects`))
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		out = append(out, "reader generations "+pgtest.QueryRow[string](t, reader, `SELECT count(*)::text FROM convo.stale_generations`))
+		out = append(out, "reader pending "+pgtest.QueryRow[string](t, reader, `SELECT count(*)::text FROM convo.stale_pending_effects`))
+		return out
+	}
+	distributed, single := saw(true), saw(false)
+	if mustJSON(distributed) != mustJSON(single) {
+		t.Fatalf("the stale lists:\ndistributed %v\none server  %v", distributed, single)
+	}
+	if mustJSON(single) != `["alice pending 3 3","bob pending 3 3","reader generations 0","reader pending 6"]` {
+		t.Errorf("the stale lists: %v", single)
+	}
+}

@@ -75,3 +75,50 @@ func TestReceiptsOnDistributedDatabase(t *testing.T) {
 	app := pgtest.LoginAs(t, n.pool, "convo_app")
 	receiptStory(t, app, "alice", "purchase")
 }
+
+// TestExpireReceiptsOnDistributedDatabase: the receipts' sweep, as a DBA's
+// login on a distributed database, fails every pending receipt past its
+// deadline, whichever worker holds its owner, and only those.
+func TestExpireReceiptsOnDistributedDatabase(t *testing.T) {
+	t.Parallel()
+	c := needCitus(t)
+	n := c.newDatabase(t)
+	migrateUp(t, n)
+	pgtest.EffRegisterPurchase(t, n.pool, "slow", "tool_call", "1 hour")
+	pgtest.EffRegisterPurchase(t, n.pool, "quick", "tool_call", "1 millisecond")
+	distribute(t, n)
+	app := pgtest.LoginAs(t, n.pool, "convo_app")
+	admin := pgtest.LoginAs(t, n.pool, "convo_admin")
+	ctx := context.Background()
+	owners := []string{"ann", "ben", "cat", "dan", "eve", "fay"}
+	for _, owner := range owners {
+		err := inOwnerTx(t, app, owner, func(tx pgx.Tx) error {
+			for _, tool := range []string{"slow", "quick"} {
+				if _, err := tx.Exec(ctx, `SELECT convo.begin_receipt($1, $2, $3)`, owner, "order-"+pgtest.NewID(), tool); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pgtest.MustExec(t, n.pool, `SELECT pg_sleep(0.01)`)
+	if got := pgtest.QueryRow[int](t, admin, `SELECT convo.expire_receipts()`); got != len(owners) {
+		t.Fatalf("expire_receipts: %d, want %d", got, len(owners))
+	}
+	states := pgtest.QueryRow[string](t, n.pool, `
+		SELECT string_agg(tool_name || ':' || status || ':' || coalesce(http_status::text, '-'), ',' ORDER BY tool_name)
+		  FROM (SELECT DISTINCT tool_name, status, http_status FROM convo.tool_receipts) r`)
+	if states != "quick:failed:504,slow:pending:-" {
+		t.Fatalf("the receipts after the sweep: %s", states)
+	}
+	if got := pgtest.QueryRow[int](t, admin, `SELECT convo.expire_receipts()`); got != 0 {
+		t.Fatalf("a second sweep: %d", got)
+	}
+	_, err := admin.Exec(ctx, `SELECT convo.expire_receipts(NULL)`)
+	pgtest.RequireSQLState(t, err, "CV011")
+	_, err = app.Exec(ctx, `SELECT convo.expire_receipts()`)
+	pgtest.RequireSQLState(t, err, "42501")
+}

@@ -19,12 +19,6 @@ SET plpgsql.extra_errors = 'none'
 SET client_min_messages = notice
 AS $$
 BEGIN
-    RETURN QUERY
-    SELECT g.conversation_id, g.id, g.model, g.prompt_message_id, g.started_at
-      FROM convo.generations g
-      JOIN convo.conversations c ON c.id = g.conversation_id
-     WHERE g.state = 'streaming'
-       AND g.started_at < clock_timestamp() - convo.generation_stale_after()
-       AND convo_private.sees_owner(c.owner_id);
+    RETURN QUERY SELECT * FROM convo_private.stale_generations_in('convo.generations', 'convo.conversations');
 END;
 $$;

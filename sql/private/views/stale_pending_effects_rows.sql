@@ -20,12 +20,6 @@ SET plpgsql.extra_errors = 'none'
 SET client_min_messages = notice
 AS $$
 BEGIN
-    RETURN QUERY
-    SELECT e.conversation_id, e.id, e.tool_name, e.state, e.idempotency_key, e.requested_at, e.deadline_at
-      FROM convo.tool_effects e
-      JOIN convo.conversations c ON c.id = e.conversation_id
-     WHERE e.state IN ('pending', 'awaiting_confirmation')
-       AND e.deadline_at < clock_timestamp()
-       AND convo_private.sees_owner(c.owner_id);
+    RETURN QUERY SELECT * FROM convo_private.stale_pending_effects_in('convo.tool_effects', 'convo.conversations');
 END;
 $$;

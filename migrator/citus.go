@@ -76,7 +76,9 @@ var pgconvoRoles = []struct{ name, options string }{
 // what to do first.
 type DistributeError struct{ Reason string }
 
-func (e *DistributeError) Error() string { return "distribute refused, nothing was changed: " + e.Reason }
+func (e *DistributeError) Error() string {
+	return "distribute refused, nothing was changed: " + e.Reason
+}
 
 // the node of the owner, the allowlist and the state machine on every
 // node), every function on every node, and the API routed (convo_node,

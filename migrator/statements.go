@@ -19,7 +19,7 @@ func statementsOf(sql string) []string {
 }
 
 // splitStatements splits sql at its top-level semicolons; with keep, string
-// literals and dollar-quoted bodies are kept, else replaced by '' and $$.
+// literals and dollar-quoted bodies are kept, else replaced by ” and $$.
 func splitStatements(sql string, keep bool) []string {
 	var stmts []string
 	var cur strings.Builder

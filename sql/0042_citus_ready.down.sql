@@ -1521,6 +1521,63 @@ BEGIN
 END;
 $$;
 
+-- orphaned_applied_effects_rows: the rows of the view
+-- convo.orphaned_applied_effects (applied effects none of whose tool calls
+-- sits on the path from the root to its conversation's current head), the
+-- caller's owner's only (sees_owner: every owner for convo_reader).
+-- Reachability is computed, never stored, so a later branch switch cannot
+-- make it wrong. A PL/pgSQL function, so that no condition of a caller's
+-- reaches its scans: the planner pushes a leakproof condition (=, <, >= on
+-- a uuid, a number, a text) through a security_barrier view down to the
+-- table scans below the view's owner filter, and EXPLAIN ANALYZE's actual
+-- row counts there would count, and so read by halving, every owner's rows.
+-- A function scan shows nothing of what it reads. SECURITY DEFINER: the
+-- reader holds no table privilege.
+CREATE OR REPLACE FUNCTION convo_private.orphaned_applied_effects_rows()
+RETURNS TABLE (conversation_id uuid, effect_id uuid, tool_name text, external_ref text, amount_minor bigint,
+               currency char(3), settled_at timestamptz, tool_call_ids text[])
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT e.conversation_id, e.id, e.tool_name, e.external_ref, e.amount_minor, e.currency, e.settled_at,
+           ARRAY(SELECT l.tool_call_id FROM convo.tool_effect_calls l
+                  WHERE l.conversation_id = e.conversation_id AND l.effect_id = e.id
+                  ORDER BY l.decided_at)
+      FROM convo.tool_effects e
+      JOIN convo.conversations c ON c.id = e.conversation_id
+     WHERE e.state = 'applied'
+       AND convo_private.sees_owner(c.owner_id)
+       AND NOT EXISTS (
+            WITH RECURSIVE segments (branch_id, max_depth) AS (
+                SELECT h.branch_id, h.depth
+                  FROM convo.messages h
+                 WHERE h.conversation_id = c.id AND h.id = c.head_message_id
+                UNION ALL
+                SELECT fork.branch_id, fork.depth
+                  FROM segments s
+                  JOIN convo.messages start ON start.conversation_id = c.id AND start.id = s.branch_id
+                  JOIN convo.messages fork ON fork.conversation_id = c.id AND fork.id = start.parent_id
+            )
+            SELECT 1
+              FROM convo.tool_effect_calls l
+              JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
+              JOIN segments s ON s.branch_id = m.branch_id AND m.depth <= s.max_depth
+             WHERE l.conversation_id = e.conversation_id AND l.effect_id = e.id);
+END;
+$$;
+
 -- raise_not_found: the error for an id that names nothing in the
 -- conversation a call names: CV003 when it names a row of another
 -- conversation (p_other_conversation_id) that the caller may see, CV002 when
@@ -2101,6 +2158,8 @@ DROP FUNCTION convo_private.register_tool_in;
 DROP FUNCTION convo_private.owner_beside;
 
 DROP FUNCTION convo_private.other_conversation;
+
+DROP FUNCTION convo_private.orphaned_applied_effects_in;
 
 DROP FUNCTION convo_private.new_conversation;
 

@@ -1787,6 +1787,86 @@ BEGIN
 END;
 $$;
 
+-- orphaned_applied_effects_in: the rows of orphaned_applied_effects_rows
+-- read from the relations named: convo.tool_effects, convo.conversations,
+-- convo.tool_effect_calls and convo.messages on one server; on a
+-- distributed database, one node's shards of them that hold the same
+-- conversations (view_rows_on_node), where its recursive walk of a
+-- conversation's branches reads plain tables.
+CREATE OR REPLACE FUNCTION convo_private.orphaned_applied_effects_in(
+    p_tool_effects      text,
+    p_conversations     text,
+    p_tool_effect_calls text,
+    p_messages          text)
+RETURNS TABLE (conversation_id uuid, effect_id uuid, tool_name text, external_ref text, amount_minor bigint,
+               currency char(3), settled_at timestamptz, tool_call_ids text[])
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY EXECUTE format('
+    SELECT e.conversation_id, e.id, e.tool_name, e.external_ref, e.amount_minor, e.currency, e.settled_at,
+           ARRAY(SELECT l.tool_call_id FROM %3$s l
+                  WHERE l.conversation_id = e.conversation_id AND l.effect_id = e.id
+                  ORDER BY l.decided_at)
+      FROM %1$s e
+      JOIN %2$s c ON c.id = e.conversation_id
+     WHERE e.state = ''applied''
+       AND convo_private.sees_owner(c.owner_id)
+       AND NOT EXISTS (
+            WITH RECURSIVE segments (branch_id, max_depth) AS (
+                SELECT h.branch_id, h.depth
+                  FROM %4$s h
+                 WHERE h.conversation_id = c.id AND h.id = c.head_message_id
+                UNION ALL
+                SELECT fork.branch_id, fork.depth
+                  FROM segments s
+                  JOIN %4$s start ON start.conversation_id = c.id AND start.id = s.branch_id
+                  JOIN %4$s fork ON fork.conversation_id = c.id AND fork.id = start.parent_id
+            )
+            SELECT 1
+              FROM %3$s l
+              JOIN %4$s m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
+              JOIN segments s ON s.branch_id = m.branch_id AND m.depth <= s.max_depth
+             WHERE l.conversation_id = e.conversation_id AND l.effect_id = e.id)', p_tool_effects, p_conversations, p_tool_effect_calls, p_messages);
+END;
+$$;
+
+-- orphaned_applied_effects_rows: the rows of the view
+-- convo.orphaned_applied_effects (applied effects none of whose tool calls
+-- sits on the path from the root to its conversation's current head), the
+-- caller's owner's only (sees_owner: every owner for convo_reader).
+-- Reachability is computed, never stored, so a later branch switch cannot
+-- make it wrong. A PL/pgSQL function, so that no condition of a caller's
+-- reaches its scans: the planner pushes a leakproof condition (=, <, >= on
+-- a uuid, a number, a text) through a security_barrier view down to the
+-- table scans below the view's owner filter, and EXPLAIN ANALYZE's actual
+-- row counts there would count, and so read by halving, every owner's rows.
+-- A function scan shows nothing of what it reads. SECURITY DEFINER: the
+-- reader holds no table privilege.
+CREATE OR REPLACE FUNCTION convo_private.orphaned_applied_effects_rows()
+RETURNS TABLE (conversation_id uuid, effect_id uuid, tool_name text, external_ref text, amount_minor bigint,
+               currency char(3), settled_at timestamptz, tool_call_ids text[])
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM convo_private.orphaned_applied_effects_in('convo.tool_effects', 'convo.conversations',
+                                                                      'convo.tool_effect_calls', 'convo.messages');
+END;
+$$;
+
 -- other_conversation: the conversation of a row of p_table whose p_column
 -- is p_value (and that meets p_where, a condition written in pgconvo's
 -- code, when given), among the rows stored beside p_conversation_id's

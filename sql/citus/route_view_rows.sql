@@ -1,5 +1,5 @@
--- route_view_rows: the row functions of the views stale_generations and
--- stale_pending_effects on a distributed database, as routers that run as
+-- route_view_rows: the row functions of the views orphaned_applied_effects,
+-- stale_generations and stale_pending_effects on a distributed database, as routers that run as
 -- their caller: one call on each node (view_rows_on_node, with a key of
 -- that node: node_keys), the rows gathered here; each node keeps the
 -- caller's owner's rows only, as on one server. Idempotent.
@@ -11,13 +11,20 @@ AS $$
 DECLARE
     v_view    text;
     v_columns text;
+    v_select  text;
     v_rows    regprocedure;
 BEGIN
-    FOREACH v_view IN ARRAY ARRAY['stale_generations', 'stale_pending_effects'] LOOP
+    FOREACH v_view IN ARRAY ARRAY['orphaned_applied_effects', 'stale_generations', 'stale_pending_effects'] LOOP
         v_rows := format('convo_private.%I()', v_view || '_rows')::regprocedure;
         PERFORM convo_node.grant_like(convo_node.delegate('convo_node.view_rows_on_node(uuid, text)', 'p_key',
                                                           'convo.conversations'), v_rows);
-        SELECT string_agg(format('%I %s', a.name, format_type(a.type, NULL)), ', ' ORDER BY a.n) INTO v_columns
+        -- The result columns, and a select list that casts them back: a
+        -- character column (currency) comes back through jsonb as text.
+        SELECT string_agg(format('%I %s', a.name, CASE WHEN a.type = 'bpchar'::regtype THEN 'text'
+                                                        ELSE format_type(a.type, NULL) END), ', ' ORDER BY a.n),
+               string_agg(format('x.%I%s', a.name, CASE WHEN a.type = 'bpchar'::regtype THEN '::bpchar' ELSE '' END),
+                          ', ' ORDER BY a.n)
+          INTO v_columns, v_select
           FROM pg_proc p,
                unnest(p.proargnames, p.proallargtypes::oid[], p.proargmodes::text[]) WITH ORDINALITY AS a (name, type, mode, n)
          WHERE p.oid = v_rows AND a.mode = 't';
@@ -35,9 +42,9 @@ BEGIN
            INTO v_part USING ARRAY[%L];
         v_all := v_all || v_part;
     END LOOP;
-    RETURN QUERY SELECT * FROM jsonb_to_recordset(v_all) AS x (%s);
+    RETURN QUERY SELECT %s FROM jsonb_to_recordset(v_all) AS x (%s);
 END;
-$b$, v_view, v_columns));
+$b$, v_view, v_select, v_columns));
     END LOOP;
 END;
 $$;

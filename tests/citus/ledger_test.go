@@ -115,11 +115,11 @@ func TestLedgerOnDistributedDatabase(t *testing.T) {
 	pgtest.RequireSQLState(t, err, "42501")
 }
 
-// TestStaleListsOnDistributedDatabase reads the stale lists on a
-// distributed database, as the application and as a reader, against an
-// undistributed database's answers to the same story: an effect left
-// pending past its deadline, and a generation left streaming, on
-// conversations of both workers.
+// TestStaleListsOnDistributedDatabase reads the views on a distributed
+// database, as the application and as a reader, against an undistributed
+// database's answers to the same story: effects left pending past their
+// deadline, applied effects stranded on abandoned branches, generations
+// left streaming.
 func TestStaleListsOnDistributedDatabase(t *testing.T) {
 	t.Parallel()
 	c := needCitus(t)
@@ -138,9 +138,16 @@ func TestStaleListsOnDistributedDatabase(t *testing.T) {
 			err := inOwnerTx(t, app, owner, func(tx pgx.Tx) error {
 				one[string](t, tx, `SELECT convo.create_conversation($1, NULL, '{}', $2)`, owner, conv)
 				asked := one[string](t, tx, `SELECT convo.append_message($1, 'user', $2)`, conv, textParts("buy"))
-				one[string](t, tx, `SELECT convo.append_message($1, 'assistant', $2)`, conv,
+				call := one[string](t, tx, `SELECT convo.append_message($1, 'assistant', $2)`, conv,
 					pgtest.EffToolUses(pgtest.EffBuy("call-1", "purchase", 100+i)))
 				one[string](t, tx, `SELECT convo.begin_generation($1, $2, 'model-a')`, conv, asked)
+				if i%3 == 0 { // applied, then stranded by a regenerated answer
+					e := effectFor(t, tx, conv, "call-1")
+					if _, err := tx.Exec(context.Background(), `SELECT convo.settle_effect($1, $2::uuid, 'applied', 'ch', 200)`, conv, e.ID); err != nil {
+						return err
+					}
+					one[string](t, tx, `SELECT convo.regenerate($1, $2, $3)`, conv, call, textParts("no purchase"))
+				}
 				return nil
 			})
 			if err != nil {
@@ -153,6 +160,9 @@ func TestStaleListsOnDistributedDatabase(t *testing.T) {
 			err := inOwnerTx(t, app, owner, func(tx pgx.Tx) error {
 				out = append(out, owner+" pending "+one[string](t, tx,
 					`SELECT count(*) || ' ' || count(DISTINCT conversation_id) FROM convo.stale_pending_effects`))
+				out = append(out, owner+" orphaned "+one[string](t, tx,
+					`SELECT count(*) || ' ' || coalesce(sum(amount_minor), 0) || ' ' || coalesce(string_agg(tool_call_ids[1], ','), '')
+					   FROM convo.orphaned_applied_effects`))
 				return nil
 			})
 			if err != nil {
@@ -161,13 +171,15 @@ func TestStaleListsOnDistributedDatabase(t *testing.T) {
 		}
 		out = append(out, "reader generations "+pgtest.QueryRow[string](t, reader, `SELECT count(*)::text FROM convo.stale_generations`))
 		out = append(out, "reader pending "+pgtest.QueryRow[string](t, reader, `SELECT count(*)::text FROM convo.stale_pending_effects`))
+		out = append(out, "reader orphaned "+pgtest.QueryRow[string](t, reader, `SELECT count(*)::text FROM convo.orphaned_applied_effects`))
 		return out
 	}
 	distributed, single := saw(true), saw(false)
 	if mustJSON(distributed) != mustJSON(single) {
 		t.Fatalf("the stale lists:\ndistributed %v\none server  %v", distributed, single)
 	}
-	if mustJSON(single) != `["alice pending 3 3","bob pending 3 3","reader generations 0","reader pending 6"]` {
+	if mustJSON(single) != `["alice pending 2 2","alice orphaned 1 100 call-1","bob pending 2 2","bob orphaned 1 103 call-1",`+
+		`"reader generations 0","reader pending 4","reader orphaned 2"]` {
 		t.Errorf("the stale lists: %v", single)
 	}
 }

@@ -27,30 +27,7 @@ SET plpgsql.extra_errors = 'none'
 SET client_min_messages = notice
 AS $$
 BEGIN
-    RETURN QUERY
-    SELECT e.conversation_id, e.id, e.tool_name, e.external_ref, e.amount_minor, e.currency, e.settled_at,
-           ARRAY(SELECT l.tool_call_id FROM convo.tool_effect_calls l
-                  WHERE l.conversation_id = e.conversation_id AND l.effect_id = e.id
-                  ORDER BY l.decided_at)
-      FROM convo.tool_effects e
-      JOIN convo.conversations c ON c.id = e.conversation_id
-     WHERE e.state = 'applied'
-       AND convo_private.sees_owner(c.owner_id)
-       AND NOT EXISTS (
-            WITH RECURSIVE segments (branch_id, max_depth) AS (
-                SELECT h.branch_id, h.depth
-                  FROM convo.messages h
-                 WHERE h.conversation_id = c.id AND h.id = c.head_message_id
-                UNION ALL
-                SELECT fork.branch_id, fork.depth
-                  FROM segments s
-                  JOIN convo.messages start ON start.conversation_id = c.id AND start.id = s.branch_id
-                  JOIN convo.messages fork ON fork.conversation_id = c.id AND fork.id = start.parent_id
-            )
-            SELECT 1
-              FROM convo.tool_effect_calls l
-              JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
-              JOIN segments s ON s.branch_id = m.branch_id AND m.depth <= s.max_depth
-             WHERE l.conversation_id = e.conversation_id AND l.effect_id = e.id);
+    RETURN QUERY SELECT * FROM convo_private.orphaned_applied_effects_in('convo.tool_effects', 'convo.conversations',
+                                                                      'convo.tool_effect_calls', 'convo.messages');
 END;
 $$;

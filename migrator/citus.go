@@ -80,14 +80,18 @@ func (e *DistributeError) Error() string {
 	return "distribute refused, nothing was changed: " + e.Reason
 }
 
-// the node of the owner, the allowlist and the state machine on every
+// Distribute spreads a migrated pgconvo database over its Citus cluster:
+// the four roles on every node, the tables distributed (a conversation's
+// rows on the node of its id, an owner's receipts and their erasure records
+// on the node of the owner, the allowlist and the state machine on every
 // node), every function on every node, and the API routed (convo_node,
 // sql/citus): each call that names a conversation handed whole to the node
-// that holds it, as the caller. It must run on the coordinator, with the
-// workers added, at the latest version, as a superuser or a member of
-// convo_owner; it switches to no role. Run again, it changes only what a
-// later migration left unrouted. The foreign keys Citus cannot keep are
-// returned.
+// that holds it, as the caller. Notifications are turned off on every
+// node. It must run on the coordinator, with the workers added, at the
+// latest version, as a superuser or a member of convo_owner; it switches to
+// no role. Run again, it changes only what a later migration left unrouted.
+// The foreign keys Citus cannot keep are returned (none, with pgconvo's
+// tables as they are).
 func Distribute(ctx context.Context, db *sql.DB) ([]string, error) {
 	d, err := ReadDistribution(ctx, db)
 	if err != nil {

@@ -115,12 +115,12 @@ func TestLedgerOnDistributedDatabase(t *testing.T) {
 	pgtest.RequireSQLState(t, err, "42501")
 }
 
-// TestStaleListsOnDistributedDatabase reads the views on a distributed
+// TestViewsOnDistributedDatabase reads the views on a distributed
 // database, as the application and as a reader, against an undistributed
 // database's answers to the same story: effects left pending past their
 // deadline, applied effects stranded on abandoned branches, generations
 // left streaming.
-func TestStaleListsOnDistributedDatabase(t *testing.T) {
+func TestViewsOnDistributedDatabase(t *testing.T) {
 	t.Parallel()
 	c := needCitus(t)
 	saw := func(distributed bool) []string {
@@ -176,10 +176,10 @@ func TestStaleListsOnDistributedDatabase(t *testing.T) {
 	}
 	distributed, single := saw(true), saw(false)
 	if mustJSON(distributed) != mustJSON(single) {
-		t.Fatalf("the stale lists:\ndistributed %v\none server  %v", distributed, single)
+		t.Fatalf("the views:\ndistributed %v\none server  %v", distributed, single)
 	}
 	if mustJSON(single) != `["alice pending 2 2","alice orphaned 1 100 call-1","bob pending 2 2","bob orphaned 1 103 call-1",`+
 		`"reader generations 0","reader pending 4","reader orphaned 2"]` {
-		t.Errorf("the stale lists: %v", single)
+		t.Errorf("the views: %v", single)
 	}
 }

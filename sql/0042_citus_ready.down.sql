@@ -9,7 +9,6 @@ DO $$
 BEGIN
     IF NOT pg_has_role(current_user, 'convo_owner', 'MEMBER') THEN
         EXECUTE format('GRANT convo_owner TO %I', current_user);
-        PERFORM set_config('pgconvo.revoke_owner_after_migration', current_user, true);
     END IF;
 END;
 $$;
@@ -2241,10 +2240,13 @@ SELECT convo_private.apply_grants();
 DROP FUNCTION convo_private.hand_over_objects;
 
 -- Give back a membership taken above.
+-- (A membership the role granted itself; one another role granted stays.)
 DO $$
 BEGIN
-    IF coalesce(current_setting('pgconvo.revoke_owner_after_migration', true), '') <> '' THEN
-        EXECUTE format('REVOKE convo_owner FROM %I', current_setting('pgconvo.revoke_owner_after_migration'));
+    IF EXISTS (SELECT FROM pg_auth_members m
+                WHERE m.roleid = 'convo_owner'::regrole AND m.member = current_user::regrole
+                  AND m.grantor = m.member) THEN
+        EXECUTE format('REVOKE convo_owner FROM %I', current_user);
     END IF;
 END;
 $$;

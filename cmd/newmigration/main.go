@@ -286,7 +286,6 @@ DO $$
 BEGIN
     IF NOT pg_has_role(current_user, 'convo_owner', 'MEMBER') THEN
         EXECUTE format('GRANT convo_owner TO %I', current_user);
-        PERFORM set_config('pgconvo.revoke_owner_after_migration', current_user, true);
     END IF;
 END;
 $$;
@@ -297,15 +296,20 @@ $$;
 const revokeMarker = "-- Give back a membership taken above.\n"
 
 // postamble gives convo_owner what the migration created, applies the
-// documented grants, and gives back a membership the preamble took.
+// documented grants, and gives back a membership the preamble took: the
+// one the migrating role granted itself, read from the catalog, not
+// passed from the preamble in a setting.
 const postamble = `-- Give convo_owner what this migration created, then grant as documented.
 SELECT convo_private.` + handOver + `();
 SELECT convo_private.apply_grants();
 
-` + revokeMarker + `DO $$
+` + revokeMarker + `-- (A membership the role granted itself; one another role granted stays.)
+DO $$
 BEGIN
-    IF coalesce(current_setting('pgconvo.revoke_owner_after_migration', true), '') <> '' THEN
-        EXECUTE format('REVOKE convo_owner FROM %I', current_setting('pgconvo.revoke_owner_after_migration'));
+    IF EXISTS (SELECT FROM pg_auth_members m
+                WHERE m.roleid = 'convo_owner'::regrole AND m.member = current_user::regrole
+                  AND m.grantor = m.member) THEN
+        EXECUTE format('REVOKE convo_owner FROM %I', current_user);
     END IF;
 END;
 $$;

@@ -80,6 +80,94 @@ ALTER TABLE convo.erasure_places ADD PRIMARY KEY (conversation_id, erasure_id, p
         REFERENCES convo.erasures (conversation_id, id);
 COMMENT ON TABLE convo.erasures IS 'Every erasure of a conversation (who, when, why), a repeat too; append-only.';
 
+-- begin_receipt: the receipt row first, in pending, before the model fills
+-- any argument: one allowlisted tool, its version frozen here. A repeat with
+-- the same owner and key returns the first row (created = false); the same
+-- key with another tool or request raises CV009. A key whose receipt was
+-- erased (erase_owner emptied its request and its digest) raises CV009 for
+-- any request, in words that name no request: nothing is compared with a
+-- guess. A convo_app session files receipts only for the owner it set
+-- (CV011 otherwise).
+CREATE OR REPLACE FUNCTION convo.begin_receipt(
+    p_owner_id        text,
+    p_idempotency_key text,
+    p_tool_name       text,
+    p_request         jsonb DEFAULT '{}')
+RETURNS TABLE (receipt_id uuid, status text, http_status int, error_code text, result_ref text, created boolean)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+DECLARE
+    v_tool    convo.tools;
+    v_digest  text;
+    v_receipt convo.tool_receipts;
+    v_now     timestamptz;
+BEGIN
+    IF p_owner_id IS NULL OR p_owner_id = '' OR p_request IS NULL OR p_tool_name IS NULL THEN
+        RAISE EXCEPTION 'p_owner_id, p_tool_name and p_request are required'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, tool %s, key %s', coalesce(p_owner_id, 'NULL'),
+                                                     coalesce(p_tool_name, 'NULL'), coalesce(p_idempotency_key, 'NULL'));
+    END IF;
+    PERFORM convo_private.check_owner(p_owner_id, 'create receipts');
+    -- Held against an owner-wide erasure running meanwhile (hold_owner).
+    PERFORM convo_private.hold_owner(p_owner_id, false);
+    IF p_idempotency_key IS NULL OR length(p_idempotency_key) NOT BETWEEN 8 AND 255 THEN
+        RAISE EXCEPTION 'an idempotency key is 8 to 255 characters'
+            USING ERRCODE = 'CV011', DETAIL = format('key %s', coalesce(quote_literal(p_idempotency_key), 'NULL'));
+    END IF;
+    PERFORM convo_private.check_size('p_request', p_request, convo.max_request_bytes());
+    -- Keyed (keyed_digest): the digest outlives an erasure of the request.
+    v_digest := convo_private.keyed_digest(encode(sha256(convert_to(p_request::text, 'UTF8')), 'hex'));
+
+    SELECT * INTO v_receipt FROM convo.tool_receipts r
+     WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;
+    IF NOT FOUND THEN
+        v_tool := convo_private.tool_ref(p_tool_name);
+        v_now := clock_timestamp();
+        INSERT INTO convo.tool_receipts (id, owner_id, idempotency_key, tool_name, tool_version, request, request_digest,
+                                         created_at, deadline_at)
+        VALUES (gen_random_uuid(), p_owner_id, p_idempotency_key, v_tool.name, v_tool.version, p_request, v_digest,
+                v_now, v_now + v_tool.deadline)
+        ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+        RETURNING * INTO v_receipt;
+        IF FOUND THEN
+            PERFORM convo_private.notify_receipt(v_receipt.id, 'pending', false);
+            RETURN QUERY SELECT v_receipt.id, v_receipt.status, v_receipt.http_status, v_receipt.error_code,
+                                v_receipt.result_ref, true;
+            RETURN;
+        END IF;
+        -- Another transaction filed the same key first: answer as a repeat.
+        SELECT * INTO v_receipt FROM convo.tool_receipts r
+         WHERE r.owner_id = p_owner_id AND r.idempotency_key = p_idempotency_key;
+    END IF;
+    IF v_receipt.request_digest IS NULL THEN
+        RAISE EXCEPTION 'idempotency key % belongs to an erased request; use a new key', p_idempotency_key
+            USING ERRCODE = 'CV009',
+                  DETAIL = format('receipt %s, owner %s, erased', v_receipt.id, p_owner_id),
+                  HINT = 'A receipt''s request is not compared with anything once erased: file the request again under a new key.';
+    END IF;
+    IF v_receipt.tool_name <> p_tool_name OR v_receipt.request_digest <> v_digest THEN
+        RAISE EXCEPTION 'idempotency key % is already used for a different request', p_idempotency_key
+            USING ERRCODE = 'CV009',
+                  DETAIL = format('receipt %s, owner %s, tool %s', v_receipt.id, p_owner_id, v_receipt.tool_name);
+    END IF;
+    RETURN QUERY SELECT v_receipt.id, v_receipt.status, v_receipt.http_status, v_receipt.error_code,
+                        v_receipt.result_ref, false;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.begin_receipt(text, text, text, jsonb) IS
+    'File a receipt (pending) before a route-initiated mutation; a repeat of the key returns the first row (CV009 once its request was erased).';
+
 -- conversations: an owner's conversations for a sidebar, latest activity
 -- first (ties by id, descending), p_limit at a time (1 to 1,000), archived
 -- ones only with p_archived. Keyset-paged: pass the last row's
@@ -1212,10 +1300,9 @@ END;
 $$;
 
 -- check_erase_owner: the arguments and the session of erase_owner, checked
--- before any lock is taken: an owner (CV011), one this session may write
--- for (writes_owner: every owner for convo_admin, else the one its session
--- set; CV011, as begin_receipt answers another owner), a reason (CV011, at
--- most max_ref_length: CV010), and READ COMMITTED (0A000): a snapshot
+-- before any lock is taken: an owner this session may write for
+-- (check_owner: CV011, as begin_receipt answers another owner), a reason
+-- (CV011, at most max_ref_length: CV010), and READ COMMITTED (0A000): a snapshot
 -- taken before erase_owner waits for the owner's transactions could not
 -- see what they made, and would record the owner as erased and leave that.
 CREATE OR REPLACE FUNCTION convo_private.check_erase_owner(p_owner_id text, p_reason text)
@@ -1225,24 +1312,7 @@ STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_owner_id IS NULL OR p_owner_id = '' THEN
-        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011', DETAIL = 'owner NULL or empty';
-    END IF;
-    IF length(p_owner_id) > convo_private.max_id_length() THEN
-        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
-            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
-    END IF;
-    -- The caller may erase only an owner it may write for (writes_owner:
-    -- every owner for convo_admin, else the one its session set), as
-    -- erase_conversation may erase only such a conversation; checked before
-    -- any lock is taken. CV011, as begin_receipt answers another owner.
-    IF NOT convo_private.writes_owner(p_owner_id) THEN
-        RAISE EXCEPTION 'this session may not erase owner %', p_owner_id
-            USING ERRCODE = 'CV011',
-                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
-                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
-                  HINT = 'Erase as a member of convo_admin, or set convo.owner_id to the owner erased.';
-    END IF;
+    PERFORM convo_private.check_owner(p_owner_id, 'erase the content');
     IF p_reason IS NULL OR btrim(p_reason) = '' THEN
         RAISE EXCEPTION 'p_reason is required: say why the content is erased'
             USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
@@ -1259,6 +1329,37 @@ BEGIN
         RAISE EXCEPTION 'erase_owner runs in a READ COMMITTED transaction, not %', current_setting('transaction_isolation')
             USING ERRCODE = '0A000', DETAIL = format('owner %s', p_owner_id),
                   HINT = 'Call it in a transaction of its own at READ COMMITTED, the default.';
+    END IF;
+END;
+$$;
+
+-- check_owner: an owner the session may act for, checked before anything
+-- of the owner's is made, changed or locked: an owner is required, at most
+-- max_id_length characters, and one this session may write for
+-- (writes_owner: every owner for convo_admin, else the one its session
+-- set); CV011 otherwise, p_action saying what was refused. The one owner
+-- check of conversations, imports, receipts and erasure.
+CREATE OR REPLACE FUNCTION convo_private.check_owner(p_owner_id text, p_action text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_owner_id IS NULL OR p_owner_id = '' THEN
+        RAISE EXCEPTION 'p_owner_id is required'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL'));
+    END IF;
+    IF length(p_owner_id) > convo_private.max_id_length() THEN
+        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
+            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
+    END IF;
+    IF NOT convo_private.writes_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'this session may not % for owner %', p_action, p_owner_id
+            USING ERRCODE = 'CV011',
+                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
+                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
+                  HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first (convo_admin acts for any owner).';
     END IF;
 END;
 $$;
@@ -1636,10 +1737,9 @@ END;
 $$;
 
 -- hold_new_owner: the owner checks of whatever makes a conversation (a
--- new one, an import), p_action saying what in the error: an owner is
--- required, at most max_id_length characters, and a convo_app session
--- makes them only for the owner it set (CV011 otherwise); then it holds the
--- owner against an owner-wide erasure running meanwhile (hold_owner). On a
+-- new one, an import), p_action saying what in the error (check_owner: a
+-- convo_app session makes them only for the owner it set); then it holds
+-- the owner against an owner-wide erasure running meanwhile (hold_owner). On a
 -- distributed database it runs on the owner's node, apart from the
 -- conversation's.
 CREATE OR REPLACE FUNCTION convo_private.hold_new_owner(p_owner_id text, p_action text)
@@ -1648,21 +1748,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_owner_id IS NULL OR p_owner_id = '' THEN
-        RAISE EXCEPTION 'p_owner_id is required'
-            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL'));
-    END IF;
-    IF length(p_owner_id) > convo_private.max_id_length() THEN
-        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
-            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
-    END IF;
-    IF NOT convo_private.writes_owner(p_owner_id) THEN
-        RAISE EXCEPTION 'this session may not % for owner %', p_action, p_owner_id
-            USING ERRCODE = 'CV011',
-                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
-                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
-                  HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
-    END IF;
+    PERFORM convo_private.check_owner(p_owner_id, p_action);
     PERFORM convo_private.hold_owner(p_owner_id, false);
 END;
 $$;

@@ -35,17 +35,7 @@ BEGIN
             USING ERRCODE = 'CV011', DETAIL = format('owner %s, tool %s, key %s', coalesce(p_owner_id, 'NULL'),
                                                      coalesce(p_tool_name, 'NULL'), coalesce(p_idempotency_key, 'NULL'));
     END IF;
-    IF length(p_owner_id) > convo_private.max_id_length() THEN
-        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
-            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
-    END IF;
-    IF NOT convo_private.writes_owner(p_owner_id) THEN
-        RAISE EXCEPTION 'this session may not create receipts for owner %', p_owner_id
-            USING ERRCODE = 'CV011',
-                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
-                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
-                  HINT = 'Run SET LOCAL convo.owner_id = ''...'' in the transaction first.';
-    END IF;
+    PERFORM convo_private.check_owner(p_owner_id, 'create receipts');
     -- Held against an owner-wide erasure running meanwhile (hold_owner).
     PERFORM convo_private.hold_owner(p_owner_id, false);
     IF p_idempotency_key IS NULL OR length(p_idempotency_key) NOT BETWEEN 8 AND 255 THEN

@@ -1,8 +1,7 @@
 -- check_erase_owner: the arguments and the session of erase_owner, checked
--- before any lock is taken: an owner (CV011), one this session may write
--- for (writes_owner: every owner for convo_admin, else the one its session
--- set; CV011, as begin_receipt answers another owner), a reason (CV011, at
--- most max_ref_length: CV010), and READ COMMITTED (0A000): a snapshot
+-- before any lock is taken: an owner this session may write for
+-- (check_owner: CV011, as begin_receipt answers another owner), a reason
+-- (CV011, at most max_ref_length: CV010), and READ COMMITTED (0A000): a snapshot
 -- taken before erase_owner waits for the owner's transactions could not
 -- see what they made, and would record the owner as erased and leave that.
 CREATE OR REPLACE FUNCTION convo_private.check_erase_owner(p_owner_id text, p_reason text)
@@ -12,24 +11,7 @@ STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_owner_id IS NULL OR p_owner_id = '' THEN
-        RAISE EXCEPTION 'p_owner_id is required' USING ERRCODE = 'CV011', DETAIL = 'owner NULL or empty';
-    END IF;
-    IF length(p_owner_id) > convo_private.max_id_length() THEN
-        RAISE EXCEPTION 'an owner id is at most % characters', convo_private.max_id_length()
-            USING ERRCODE = 'CV011', DETAIL = format('owner of %s characters', length(p_owner_id));
-    END IF;
-    -- The caller may erase only an owner it may write for (writes_owner:
-    -- every owner for convo_admin, else the one its session set), as
-    -- erase_conversation may erase only such a conversation; checked before
-    -- any lock is taken. CV011, as begin_receipt answers another owner.
-    IF NOT convo_private.writes_owner(p_owner_id) THEN
-        RAISE EXCEPTION 'this session may not erase owner %', p_owner_id
-            USING ERRCODE = 'CV011',
-                  DETAIL = format('owner %s, convo.owner_id %s', p_owner_id,
-                                  coalesce(nullif(current_setting('convo.owner_id', true), ''), 'unset')),
-                  HINT = 'Erase as a member of convo_admin, or set convo.owner_id to the owner erased.';
-    END IF;
+    PERFORM convo_private.check_owner(p_owner_id, 'erase the content');
     IF p_reason IS NULL OR btrim(p_reason) = '' THEN
         RAISE EXCEPTION 'p_reason is required: say why the content is erased'
             USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);

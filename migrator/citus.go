@@ -210,12 +210,28 @@ func prepareDistributedTx(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
+// retiredNodeFunctions are the functions of earlier versions of sql/citus
+// that installNode drops: register_tool's per-node calls before a
+// worker's copy of the allowlist could only follow the coordinator's.
+var retiredNodeFunctions = []string{
+	"convo_node.register_tool_on_node_delegated(uuid, text[], boolean[], jsonb[], text[], interval[], text[], text[])",
+	"convo_node.register_tool_on_node(uuid, text, boolean, jsonb, text, interval, text, text)",
+	"convo_node.register_tool_here(text, boolean, jsonb, text, interval, text, text)",
+}
+
 // installNode installs schema convo_node and its functions from
 // sql/citus, as the migrating role, with convo_owner owning them and
 // nobody else allowed to run them.
 func installNode(ctx context.Context, tx *sql.Tx) error {
 	if _, err := tx.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS convo_node AUTHORIZATION convo_owner`); err != nil {
 		return fmt.Errorf("creating schema convo_node: %w", err)
+	}
+	// Functions of earlier sql/citus files that are gone or changed their
+	// result: a copy left behind would still be callable.
+	for _, f := range retiredNodeFunctions {
+		if _, err := tx.ExecContext(ctx, `DROP FUNCTION IF EXISTS `+f); err != nil {
+			return fmt.Errorf("dropping %s: %w", f, err)
+		}
 	}
 	// The files go in by name; a function is checked when it runs.
 	if _, err := tx.ExecContext(ctx, `SET LOCAL check_function_bodies = off`); err != nil {

@@ -4,10 +4,12 @@
 -- named by id by the caller's owner to the owner's node, create_conversation
 -- in two calls (route_create_conversation), the sidebar in one a node
 -- (route_conversations), erase_owner a node and a conversation at a time
--- (route_erase_owner), register_tool on each node's copy of the allowlist
--- (route_register_tool), the stale lists and the receipts' sweep a node at
--- a time (route_view_rows, route_expire_receipts). What is not listed here runs as it does on
--- one server. No function keeps plan_cache_mode = force_generic_plan or
+-- (route_erase_owner), register_tool on the coordinator's copy of the
+-- allowlist and from there on every worker's (route_register_tool), the
+-- stale lists and the receipts' sweep a node at a time (route_view_rows,
+-- route_expire_receipts); the imports and self_check refuse there
+-- (refuse_distributed). What is not listed here runs as it does on one
+-- server. No function keeps plan_cache_mode = force_generic_plan or
 -- force_custom_plan: Citus cannot plan a generic plan's parameters in the
 -- statements it routes. Run by distribute and after every later migration,
 -- which may have re-created an API function as its body; idempotent.
@@ -46,5 +48,9 @@ BEGIN
     PERFORM convo_node.route_register_tool();
     PERFORM convo_node.route_view_rows();
     PERFORM convo_node.route_expire_receipts();
+    PERFORM convo_node.refuse_distributed(f)
+       FROM unnest(ARRAY['import_chatgpt', 'import_openwebui', 'import_librechat', 'import_conversation',
+                         'import_history', 'self_check']) WITH ORDINALITY AS u (f, n)
+      ORDER BY n;
 END;
 $$;

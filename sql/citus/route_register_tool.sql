@@ -1,9 +1,10 @@
 -- route_register_tool: register_tool on a distributed database, as a
--- router that runs as its caller: every node's copy of convo.tools written
--- by a call on that node (register_tool_on_node), the coordinator's here
--- (register_tool_here), in the caller's transaction; each copy numbers the
--- version from the same rows, and copies that answer differently are an
--- error. Idempotent.
+-- router that runs as its caller, in the caller's transaction: the
+-- coordinator's copy of convo.tools written first (register_tool_here),
+-- then its versions of the tool copied into every worker's copy by a call
+-- on that worker (register_tool_on_node), so that a copy that missed a
+-- version gets it here. Each copy must then hold the same latest version.
+-- Idempotent.
 CREATE OR REPLACE FUNCTION convo_node.route_register_tool()
 RETURNS void
 LANGUAGE plpgsql
@@ -13,7 +14,7 @@ DECLARE
     v_router regprocedure := 'convo.register_tool(text, boolean, jsonb, text, interval, text, text)';
 BEGIN
     PERFORM convo_node.grant_like(convo_node.delegate(
-        'convo_node.register_tool_on_node(uuid, text, boolean, jsonb, text, interval, text, text)',
+        'convo_node.register_tool_on_node(uuid, jsonb)',
         'p_key', 'convo.conversations'), v_router);
     PERFORM convo_node.grant_like('convo_node.register_tool_here(text, boolean, jsonb, text, interval, text, text)', v_router);
     CREATE OR REPLACE FUNCTION convo.register_tool(
@@ -30,32 +31,39 @@ BEGIN
     AS $body$
     DECLARE
         v_key      uuid;
+        v_versions jsonb;
+        v_latest   int;
         v_version  int;
-        v_versions int[] := '{}';
-        v_nodes    int := 0;
+        v_copies   int := 1;
     BEGIN
-        v_version := convo_node.register_tool_here(p_name, p_effectful, p_args_schema, p_idempotency_scope, p_deadline,
-                                                   p_amount_arg, p_currency_arg);
-        IF v_version IS NOT NULL THEN
-            v_versions := v_versions || v_version;
-        END IF;
-        FOR v_key IN SELECT * FROM convo_node.node_keys() LOOP
-            EXECUTE format('SELECT * FROM convo_node.register_tool_on_node_delegated(%L::uuid, $1, $2, $3, $4, $5, $6, $7)', v_key)
-               INTO v_version
-              USING ARRAY[p_name], ARRAY[p_effectful], ARRAY[p_args_schema], ARRAY[p_idempotency_scope], ARRAY[p_deadline],
-                    ARRAY[p_amount_arg], ARRAY[p_currency_arg];
-            v_nodes := v_nodes + 1;
-            IF v_version IS NOT NULL THEN
-                v_versions := v_versions || v_version;
-            END IF;
-        END LOOP;
-        IF cardinality(v_versions) <> (SELECT count(*) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid)
-                                        WHERE s.logicalrelid = 'convo.tools'::regclass)
-           OR (SELECT count(DISTINCT v) FROM unnest(v_versions) AS v) <> 1 THEN
-            RAISE EXCEPTION 'the copies of convo.tools on the nodes answer differently: %', v_versions
+        v_versions := convo_node.register_tool_here(p_name, p_effectful, p_args_schema, p_idempotency_scope, p_deadline,
+                                                    p_amount_arg, p_currency_arg);
+        IF v_versions IS NULL THEN
+            RAISE EXCEPTION 'the coordinator holds no copy of convo.tools: add it to the cluster (citus_set_coordinator_host)'
                 USING DETAIL = format('tool %s', p_name);
         END IF;
-        RETURN v_versions[1];
+        v_latest := (v_versions -> 'versions' -> -1 ->> 'version')::int;
+        FOR v_key IN SELECT * FROM convo_node.node_keys() LOOP
+            EXECUTE format('SELECT * FROM convo_node.register_tool_on_node_delegated(%L::uuid, $1)', v_key)
+               INTO v_version
+              USING ARRAY[v_versions];
+            IF v_version IS NOT NULL THEN
+                v_copies := v_copies + 1;
+                IF v_version <> v_latest THEN
+                    RAISE EXCEPTION 'the copies of convo.tools differ: version % of tool % on a worker, % on the coordinator',
+                            v_version, p_name, v_latest
+                        USING DETAIL = format('tool %s', p_name);
+                END IF;
+            END IF;
+        END LOOP;
+        IF v_copies <> (SELECT count(*) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid)
+                         WHERE s.logicalrelid = 'convo.tools'::regclass) THEN
+            RAISE EXCEPTION 'convo.tools has % copies, and % of them were written',
+                    (SELECT count(*) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid)
+                      WHERE s.logicalrelid = 'convo.tools'::regclass), v_copies
+                USING DETAIL = format('tool %s', p_name);
+        END IF;
+        RETURN v_latest;
     END;
     $body$;
     ALTER FUNCTION convo.register_tool(text, boolean, jsonb, text, interval, text, text) OWNER TO convo_owner;

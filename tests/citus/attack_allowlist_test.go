@@ -94,6 +94,13 @@ func TestAttackAllowlistCopiesDiverge(t *testing.T) {
 	if !errIs(err, "CV005") {
 		t.Errorf("register_tool_on_node_delegated with another tool's seal: %v, want CV005", err)
 	}
+	// Nor can it seal rows itself.
+	for _, seal := range []string{`SELECT convo_node.tool_versions_seal('side_tool', '[]')`,
+		`SELECT convo_private.keyed_digest('x')`} {
+		if _, err := admin.Exec(ctx, seal); !errIs(err, "42501") {
+			t.Errorf("%s as convo_admin: %v, want 42501", seal, err)
+		}
+	}
 	for i, copy := range allowlistCopies(t, c, n) {
 		if _, ok := copy["side_tool v1"]; ok {
 			t.Errorf("node %d holds the forged side_tool v1", i)

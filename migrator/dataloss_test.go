@@ -1,6 +1,7 @@
 package migrator
 
 import (
+	"io/fs"
 	"reflect"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ func TestDroppedBetweenEmbedded(t *testing.T) {
 		if f.direction != "up" {
 			continue
 		}
-		body, err := pgconvosql.Migrations.ReadFile(f.file)
+		body, err := fs.ReadFile(pgconvosql.Migrations, f.file)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -244,7 +244,7 @@ func TestEveryCVErrorHasADetail(t *testing.T) {
 	t.Parallel()
 	raise := regexp.MustCompile(`(?s)RAISE EXCEPTION.*?;`)
 	var files []string
-	for _, dir := range []string{"../sql/functions", "../sql/private/*"} {
+	for _, dir := range []string{"../sql/*/api", "../sql/*/private"} {
 		paths, err := filepath.Glob(filepath.Join(dir, "*.sql"))
 		if err != nil {
 			t.Fatal(err)

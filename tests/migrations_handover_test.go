@@ -21,7 +21,7 @@ import (
 // migration may create, for cmd/newmigration to write a migration from.
 // One changed object (max_ref_length) is re-created over the owner's.
 var handOverProbeFiles = map[string]string{
-	"functions/handover_probe.sql": `-- handover_probe: a probe of the hand-over test.
+	"probe/api/handover_probe.sql": `-- handover_probe: a probe of the hand-over test.
 CREATE OR REPLACE FUNCTION convo.handover_probe(p_n int)
 RETURNS int
 LANGUAGE plpgsql
@@ -33,14 +33,14 @@ BEGIN
 END;
 $$;
 `,
-	"private/probe/handover_probe_length.sql": `-- handover_probe_length: a probe of the hand-over test.
+	"probe/private/handover_probe_length.sql": `-- handover_probe_length: a probe of the hand-over test.
 CREATE OR REPLACE FUNCTION convo_private.handover_probe_length(p_word convo_private.handover_probe_word)
 RETURNS int
 LANGUAGE sql
 IMMUTABLE
 RETURN length(p_word);
 `,
-	"private/probe/handover_probe_touch.sql": `-- handover_probe_touch: a probe of the hand-over test.
+	"probe/private/handover_probe_touch.sql": `-- handover_probe_touch: a probe of the hand-over test.
 CREATE OR REPLACE FUNCTION convo_private.handover_probe_touch()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -51,11 +51,11 @@ BEGIN
 END;
 $$;
 `,
-	"views/handover_probe_view.sql": `-- handover_probe_view: a probe of the hand-over test.
+	"probe/views/handover_probe_view.sql": `-- handover_probe_view: a probe of the hand-over test.
 CREATE OR REPLACE VIEW convo.handover_probe_view AS
 SELECT r.id, r.kind FROM convo.handover_probe_rows r;
 `,
-	"triggers/handover_probe_trigger.sql": `-- handover_probe_trigger: a probe of the hand-over test.
+	"probe/triggers/handover_probe_trigger.sql": `-- handover_probe_trigger: a probe of the hand-over test.
 CREATE OR REPLACE TRIGGER handover_probe_trigger
     BEFORE INSERT ON convo.handover_probe_rows
     FOR EACH ROW EXECUTE FUNCTION convo_private.handover_probe_touch();
@@ -123,7 +123,7 @@ func generateHandOverProbe(t *testing.T) (up, down string) {
 			t.Fatal(err)
 		}
 	}
-	changed := filepath.Join(sqlDir, "functions", "max_ref_length.sql")
+	changed := filepath.Join(sqlDir, "operations", "api", "max_ref_length.sql")
 	body, err := os.ReadFile(changed)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func generateHandOverProbe(t *testing.T) (up, down string) {
 	name := fmt.Sprintf("%04d_handover_probe", latestVersion(t)+1)
 	read := func(suffix, marker, changes string) string {
 		t.Helper()
-		body, err := os.ReadFile(filepath.Join(sqlDir, name+suffix))
+		body, err := os.ReadFile(filepath.Join(sqlDir, "migrations", name+suffix))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func generateHandOverProbe(t *testing.T) (up, down string) {
 // postamble, under a setting of their own so that text's do not see it).
 func asOwnerRole(t *testing.T, text string) string {
 	t.Helper()
-	body, err := os.ReadFile("../sql/0041_import_merge.up.sql")
+	body, err := os.ReadFile("../sql/migrations/0041_import_merge.up.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

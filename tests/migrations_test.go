@@ -307,10 +307,10 @@ func TestUpDownUpLeavesSameSchema(t *testing.T) {
 }
 
 // TestObjectFilesMatchMigrations is the drift test: after migrating to the
-// latest version, re-applying every file in sql/functions, sql/triggers and
-// sql/views must change nothing, every function, trigger and view in schema
-// convo must have a file named after it, and every file must name an object
-// that exists.
+// latest version, re-applying every object file (sql/DOMAIN/api, private,
+// views and triggers) must change nothing, every function, trigger and view
+// of the package must have a file named after it, and every file must name
+// an object that exists.
 func TestObjectFilesMatchMigrations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -364,43 +364,41 @@ func TestObjectFilesMatchMigrations(t *testing.T) {
 var objectKinds = []struct {
 	dir, noun, namesQuery string
 }{
-	{"../sql/functions", "function", `
+	{"../sql/*/api", "function", `
 		SELECT DISTINCT p.proname FROM pg_proc p
 		JOIN pg_namespace n ON n.oid = p.pronamespace
 		WHERE n.nspname = 'convo'`},
-	{"../sql/private", "private function", `
+	{"../sql/*/private", "private function", `
 		SELECT DISTINCT p.proname FROM pg_proc p
 		JOIN pg_namespace n ON n.oid = p.pronamespace
 		WHERE n.nspname = 'convo_private'`},
-	{"../sql/triggers", "trigger", `
+	{"../sql/*/triggers", "trigger", `
 		SELECT DISTINCT tg.tgname FROM pg_trigger tg
 		JOIN pg_class c ON c.oid = tg.tgrelid
 		JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = 'convo' AND NOT tg.tgisinternal`},
-	{"../sql/views", "view", `
+	{"../sql/*/views", "view", `
 		SELECT c.relname FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = 'convo' AND c.relkind IN ('v', 'm')`},
 }
 
-// objectFiles maps object name to path for the .sql files in dir and its
-// subfolders one level down (sql/private's groups); a missing dir has none,
-// and a name in two folders is a failure.
+// objectFiles maps object name to path for the .sql files of the folders
+// dir matches (one kind, in every domain); a name in two folders is a
+// failure.
 func objectFiles(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	files := map[string]string{}
-	for _, pattern := range []string{"*.sql", filepath.Join("*", "*.sql")} {
-		paths, err := filepath.Glob(filepath.Join(dir, pattern))
-		if err != nil {
-			t.Fatal(err)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".sql")
+		if other, ok := files[name]; ok {
+			t.Fatalf("%s and %s define the same object", other, p)
 		}
-		for _, p := range paths {
-			name := strings.TrimSuffix(filepath.Base(p), ".sql")
-			if other, ok := files[name]; ok {
-				t.Fatalf("%s and %s define the same object", other, p)
-			}
-			files[name] = p
-		}
+		files[name] = p
 	}
 	return files
 }

@@ -3,18 +3,17 @@
 //
 //	go run ./cmd/newmigration NAME
 //
-// An object file (sql/functions and sql/views: schema convo, the API;
-// sql/private, in a folder by what it serves: schema convo_private, the
-// machinery; sql/triggers: one object
-// each, opening with a "-- name: why" comment) whose text is not in any
-// migration yet is new or changed. The up migration runs as the migrating
-// role, never as the owner role (preamble), re-creates each of them
-// (PL/pgSQL functions first, then SQL-bodied functions, whose bodies are
-// checked at creation, then views, then triggers) below a marked place for
-// table changes, which are written by hand, hands what it created to the
-// owner role and re-applies the documented grants (postamble). The down
-// migration restores the previous text of the changed ones, taken from the
-// latest migration that holds it, in the same order, then drops the new
+// An object file (in a domain's folder, sql/DOMAIN/: api/, schema convo's
+// functions; private/, convo_private's, the machinery; views/; triggers/;
+// one object each, opening with a "-- name: why" comment) whose text is not
+// in any migration (sql/migrations) yet is new or changed. The up migration
+// runs as the migrating role, never as the owner role (preamble), re-creates
+// each of them (PL/pgSQL functions first, then SQL-bodied functions, whose
+// bodies are checked at creation, then views, then triggers) below a marked
+// place for table changes, which are written by hand, hands what it created
+// to the owner role and re-applies the documented grants (postamble). The
+// down migration restores the previous text of the changed ones, taken from
+// the latest migration that holds it, in the same order, then drops the new
 // objects, and ends the same way. With nothing changed it writes nothing.
 // The drift test (tests/migrations_test.go) then proves the result.
 package main
@@ -60,7 +59,7 @@ func run(dir, name string) error {
 	}
 	var ups []string // migration texts, oldest first
 	for _, m := range history {
-		body, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%04d_%s.up.sql", m.Version, m.Name)))
+		body, err := os.ReadFile(filepath.Join(dir, "migrations", fmt.Sprintf("%04d_%s.up.sql", m.Version, m.Name)))
 		if err != nil {
 			return fmt.Errorf("reading migration %d: %w", m.Version, err)
 		}
@@ -72,7 +71,7 @@ func run(dir, name string) error {
 		return nil
 	}
 	next := uint(len(history) + 1)
-	base := filepath.Join(dir, fmt.Sprintf("%04d_%s", next, name))
+	base := filepath.Join(dir, "migrations", fmt.Sprintf("%04d_%s", next, name))
 	upText, downText := texts(fmt.Sprintf("%04d_%s", next, name), up, down)
 	for path, text := range map[string]string{base + ".up.sql": upText, base + ".down.sql": downText} {
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
@@ -162,41 +161,33 @@ func callsFirst(objects []object, among func(object) bool) []object {
 	return out
 }
 
-// readObjects reads every object file under dir's object folders.
+// objectKinds names, for each kind of object folder a domain holds, the
+// kind the plan works with.
+var objectKinds = []struct{ folder, kind string }{
+	{"api", "functions"}, {"private", "private"}, {"views", "views"}, {"triggers", "triggers"},
+}
+
+// readObjects reads every object file under dir: dir/DOMAIN/api (schema
+// convo's functions), private (convo_private's), views and triggers, each
+// kind sorted by file name: an object's name is its file's, whatever
+// domain holds it.
 func readObjects(dir string) ([]object, error) {
 	var objects []object
-	for _, kind := range []string{"functions", "private", "views", "triggers"} {
-		paths, err := objectPaths(filepath.Join(dir, kind))
+	for _, k := range objectKinds {
+		paths, err := filepath.Glob(filepath.Join(dir, "*", k.folder, "*.sql"))
 		if err != nil {
 			return nil, err
 		}
+		sort.Slice(paths, func(i, j int) bool { return filepath.Base(paths[i]) < filepath.Base(paths[j]) })
 		for _, p := range paths {
 			body, err := os.ReadFile(p)
 			if err != nil {
 				return nil, fmt.Errorf("reading %s: %w", p, err)
 			}
-			objects = append(objects, object{kind, strings.TrimSuffix(filepath.Base(p), ".sql"), string(body)})
+			objects = append(objects, object{k.kind, strings.TrimSuffix(filepath.Base(p), ".sql"), string(body)})
 		}
 	}
 	return objects, nil
-}
-
-// objectPaths lists the .sql files of an object folder and of its
-// subfolders one level down (sql/private groups its functions by what they
-// serve: tree, ledger, ...), sorted by file name: an object's name is its
-// file's, whatever folder holds it.
-func objectPaths(dir string) ([]string, error) {
-	top, err := filepath.Glob(filepath.Join(dir, "*.sql"))
-	if err != nil {
-		return nil, err
-	}
-	nested, err := filepath.Glob(filepath.Join(dir, "*", "*.sql"))
-	if err != nil {
-		return nil, err
-	}
-	paths := append(top, nested...)
-	sort.Slice(paths, func(i, j int) bool { return filepath.Base(paths[i]) < filepath.Base(paths[j]) })
-	return paths, nil
 }
 
 // inAny reports whether text stands whole in one of the migrations.
@@ -268,13 +259,13 @@ func texts(name string, up, down []string) (upText, downText string) {
 	return upText, downText
 }
 
-// handOver names the function (sql/private/grants/hand_over_objects.sql)
+// handOver names the function (sql/access/private/hand_over_objects.sql)
 // that gives the owner role what a migration created.
 const handOver = "hand_over_objects"
 
 // preamble lets a migrating role that is not a superuser create in
 // pgconvo's schemas and hand objects to the owner role convo_owner (see
-// sql/0003_trust.up.sql): it becomes a member of it for the transaction.
+// sql/migrations/0003_trust.up.sql): it becomes a member of it for the transaction.
 // The migration never acts as convo_owner: on Citus DDL reaches the workers
 // over new connections as the current role, and convo_owner cannot log in.
 const preamble = `-- Create as the migrating role, never as the owner role convo_owner, which

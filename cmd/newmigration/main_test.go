@@ -18,7 +18,7 @@ func TestEveryObjectFileIsInAMigration(t *testing.T) {
 	if len(objects) < 10 {
 		t.Fatalf("read %d object files: wrong directory?", len(objects))
 	}
-	ups, _ := filepath.Glob("../../sql/*.up.sql")
+	ups, _ := filepath.Glob("../../sql/migrations/*.up.sql")
 	var texts []string
 	for _, p := range ups {
 		body, err := os.ReadFile(p)

@@ -17,7 +17,7 @@ import (
 )
 
 // The preamble and postamble of a migration as cmd/newmigration writes it
-// (sql/0042_citus_ready.up.sql): no role switch, what it created handed
+// (sql/migrations/0042_citus_ready.up.sql): no role switch, what it created handed
 // over, the grants applied.
 const (
 	probePreamble = `DO $$
@@ -53,7 +53,7 @@ func withProbe(t *testing.T) (fs.FS, uint) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, err := os.ReadFile("../../sql/functions/path.sql")
+	path, err := os.ReadFile("../../sql/tree/api/path.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

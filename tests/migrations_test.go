@@ -700,10 +700,13 @@ var snapshotQueries = []string{
 	               c.relrowsecurity, c.relforcerowsecurity, c.relacl, obj_description(c.oid, 'pg_class'))
 	 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 	 WHERE n.nspname = $1 AND c.relname NOT IN ('schema_migrations', 'schema_migrations_pkey')`,
-	// Columns: position, type, nullability, default, generation, identity, comment.
+	// Columns: position (among the columns not dropped), type, nullability,
+	// default, generation, identity, comment.
 	`SELECT 'column ' || c.relname || '.' || a.attname,
 	        format('#%s %s notnull=%s default=%s generated=%s identity=%s comment=%s',
-	               a.attnum, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	               (SELECT count(*) FROM pg_attribute b
+	                 WHERE b.attrelid = a.attrelid AND b.attnum BETWEEN 1 AND a.attnum AND NOT b.attisdropped),
+	               format_type(a.atttypid, a.atttypmod), a.attnotnull,
 	               pg_get_expr(d.adbin, d.adrelid), a.attgenerated, a.attidentity,
 	               col_description(c.oid, a.attnum))
 	 FROM pg_attribute a

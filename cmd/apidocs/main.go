@@ -1,7 +1,9 @@
-// Command apidocs rewrites docs/api.md and docs/schema.md from the catalog:
+// Command apidocs rewrites docs/api.md, docs/schema.md and each domain's
+// sql/DOMAIN/tables.sql from the catalog:
 //
-//	go run ./cmd/apidocs                      # writes docs/api.md and docs/schema.md
+//	go run ./cmd/apidocs                      # writes docs/api.md, docs/schema.md and the tables.sql files
 //	go run ./cmd/apidocs -o FILE -schema FILE # writes those instead ("-" for stdout)
+//	go run ./cmd/apidocs -tables=false        # leaves the tables.sql files alone
 //
 // It starts a throwaway PostgreSQL server (internal/localpg, as the tests
 // do), migrates its database to the latest version, reads every function and
@@ -27,6 +29,7 @@ import (
 func main() {
 	out := flag.String("o", apidocs.APIPath, `the API reference to write ("-" for standard output)`)
 	schema := flag.String("schema", apidocs.SchemaPath, `the schema reference to write ("-" for standard output)`)
+	writeTables = flag.Bool("tables", true, "also write each domain's sql/DOMAIN/tables.sql")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "apidocs: takes no arguments, got %v\nusage: go run ./cmd/apidocs [-o FILE] [-schema FILE]\n", flag.Args())
@@ -37,6 +40,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// writeTables is -tables.
+var writeTables *bool
 
 func run(ctx context.Context, out, schemaOut string) (err error) {
 	srv, err := localpg.StartEphemeral(ctx, localpg.Options{MaxConnections: 20})
@@ -81,10 +87,29 @@ func run(ctx context.Context, out, schemaOut string) (err error) {
 	if err != nil {
 		return err
 	}
+	tables, err := apidocs.GenerateTables(ctx, conn)
+	if err != nil {
+		return err
+	}
 	if err := write(out, text); err != nil {
 		return err
 	}
-	return write(schemaOut, schema)
+	if err := write(schemaOut, schema); err != nil {
+		return err
+	}
+	if !*writeTables {
+		return nil
+	}
+	for _, d := range apidocs.Domains {
+		if text, ok := tables[d]; ok {
+			if err := write(apidocs.TablesPath(d), text); err != nil {
+				return err
+			}
+		} else if err := os.Remove(apidocs.TablesPath(d)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // write puts text in the file named out, or on standard output for "-".

@@ -106,11 +106,15 @@ func GenerateTables(ctx context.Context, db Beginner) (map[string]string, error)
 			continue
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "-- %s: the tables of the %s domain as the migrations (sql/migrations) leave them, read from\n"+
+		what := "the tables of the " + d + " domain"
+		if d == "access" {
+			what = "the two schemas, created before any domain's tables,"
+		}
+		fmt.Fprintf(&b, "-- %s: %s as the migrations (sql/migrations) leave them, read from\n"+
 			"-- the catalog of a freshly migrated database. Do not edit: change a table in a new migration, then\n"+
 			"-- run `%s`, which rewrites this file; a test fails when it is stale, and another builds a database\n"+
 			"-- from these files and the object files and compares it with the migrations'. Grants come from\n"+
-			"-- convo_private.apply_grants, triggers from their files in triggers/.\n", TablesPath(d), d, Command)
+			"-- convo_private.apply_grants, triggers from their files in triggers/.\n", TablesPath(d), what, Command)
 		for _, s := range p.body {
 			b.WriteString("\n" + s + "\n")
 		}

@@ -1,4 +1,4 @@
--- sql/access/tables.sql: the tables of the access domain as the migrations (sql/migrations) leave them, read from
+-- sql/access/tables.sql: the two schemas, created before any domain's tables, as the migrations (sql/migrations) leave them, read from
 -- the catalog of a freshly migrated database. Do not edit: change a table in a new migration, then
 -- run `go run ./cmd/apidocs`, which rewrites this file; a test fails when it is stale, and another builds a database
 -- from these files and the object files and compares it with the migrations'. Grants come from

@@ -308,9 +308,10 @@ func TestUpDownUpLeavesSameSchema(t *testing.T) {
 
 // TestObjectFilesMatchMigrations is the drift test: after migrating to the
 // latest version, re-applying every object file (sql/DOMAIN/api, private,
-// views and triggers) must change nothing, every function, trigger and view
-// of the package must have a file named after it, and every file must name
-// an object that exists.
+// views and triggers) and creating the triggers of package_triggers again
+// must change nothing, every function and view of the package must have a
+// file named after it (a trigger a file or a row of the list), and every
+// file and row must name an object that exists.
 func TestObjectFilesMatchMigrations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -353,6 +354,16 @@ func TestObjectFilesMatchMigrations(t *testing.T) {
 			}
 		}
 	}
+	// And the triggers created again from the list.
+	if _, err := pool.Exec(ctx, `SELECT convo_private.create_triggers()`); err != nil {
+		t.Fatal(err)
+	}
+	listed := queryStrings(t, db, `SELECT trigger_name FROM convo_private.package_triggers()
+		EXCEPT SELECT tg.tgname FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
+		 WHERE c.relnamespace = 'convo'::regnamespace`)
+	if len(listed) > 0 {
+		t.Errorf("package_triggers lists triggers the migrations do not create: %v", listed)
+	}
 	if diff := diffSnapshots(before, snapshotPackage(t, db)); diff != "" {
 		t.Fatalf("the object files differ from what the migrations define "+
 			"(write a migration that brings the schema to the files, or fix the files):\n%s", diff)
@@ -372,11 +383,14 @@ var objectKinds = []struct {
 		SELECT DISTINCT p.proname FROM pg_proc p
 		JOIN pg_namespace n ON n.oid = p.pronamespace
 		WHERE n.nspname = 'convo_private'`},
+	// The package's own triggers come from one list (package_triggers);
+	// a trigger outside it has a file.
 	{"../sql/*/triggers", "trigger", `
 		SELECT DISTINCT tg.tgname FROM pg_trigger tg
 		JOIN pg_class c ON c.oid = tg.tgrelid
 		JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = 'convo' AND NOT tg.tgisinternal`},
+		WHERE n.nspname = 'convo' AND NOT tg.tgisinternal
+		  AND tg.tgname NOT IN (SELECT trigger_name FROM convo_private.package_triggers())`},
 	{"../sql/*/views", "view", `
 		SELECT c.relname FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -38,7 +38,8 @@ func TestTablesFilesUpToDate(t *testing.T) {
 
 // TestDatabaseFromFilesMatchesMigrations builds a database from sql/'s
 // files alone (each domain's tables.sql, the foreign keys last, then the
-// object files, then the hand-over and the grants a migration ends with)
+// object files, the triggers of package_triggers, and the hand-over and
+// the grants a migration ends with)
 // and compares it, object for object, with one the migrations built: the
 // files are the whole current schema, not a summary of it.
 func TestDatabaseFromFilesMatchesMigrations(t *testing.T) {
@@ -86,7 +87,7 @@ func TestDatabaseFromFilesMatchesMigrations(t *testing.T) {
 	if err := run("check_function_bodies", `SET check_function_bodies = off`); err != nil {
 		t.Fatal(err)
 	}
-	for _, kinds := range [][]string{{"api", "private", "views"}, {"triggers"}} {
+	for _, kinds := range [][]string{{"api", "private", "views"}} {
 		var pending []string
 		for _, kind := range kinds {
 			paths, err := filepath.Glob(filepath.Join("..", "sql", "*", kind, "*.sql"))
@@ -114,8 +115,8 @@ func TestDatabaseFromFilesMatchesMigrations(t *testing.T) {
 			pending = failed
 		}
 	}
-	if err := run("the hand-over and the grants",
-		`SELECT convo_private.hand_over_objects(); SELECT convo_private.apply_grants();`); err != nil {
+	if err := run("the triggers, the hand-over and the grants", `SELECT convo_private.create_triggers();
+		SELECT convo_private.hand_over_objects(); SELECT convo_private.apply_grants();`); err != nil {
 		t.Fatal(err)
 	}
 	fromFiles := stdlib.OpenDBFromPool(built)
@@ -133,3 +134,25 @@ type buildError struct {
 }
 
 func (e *buildError) Error() string { return e.what + ": " + e.err.Error() }
+
+// TestGuideTriggerTableUpToDate holds docs/guide.md's table of triggers to
+// convo_private.package_triggers(), the list they are created from.
+func TestGuideTriggerTableUpToDate(t *testing.T) {
+	t.Parallel()
+	table, err := apidocs.GenerateTriggerTable(context.Background(), newDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	guide, err := os.ReadFile(filepath.Join("..", apidocs.GuidePath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := apidocs.SpliceTriggerTable(string(guide), table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireUpToDate(t, apidocs.GuidePath, want)
+	if !strings.Contains(table, "| `messages` | `messages_90_append_only` | BEFORE DELETE OR TRUNCATE, for each statement |") {
+		t.Errorf("the table of triggers lacks messages_90_append_only:\n%s", table)
+	}
+}

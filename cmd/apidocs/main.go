@@ -1,5 +1,6 @@
-// Command apidocs rewrites docs/api.md, docs/schema.md and each domain's
-// sql/DOMAIN/tables.sql from the catalog:
+// Command apidocs rewrites docs/api.md, docs/schema.md, the table of
+// triggers in docs/guide.md and each domain's sql/DOMAIN/tables.sql from
+// the catalog:
 //
 //	go run ./cmd/apidocs                      # writes docs/api.md, docs/schema.md and the tables.sql files
 //	go run ./cmd/apidocs -o FILE -schema FILE # writes those instead ("-" for stdout)
@@ -95,6 +96,21 @@ func run(ctx context.Context, out, schemaOut string) (err error) {
 		return err
 	}
 	if err := write(schemaOut, schema); err != nil {
+		return err
+	}
+	triggers, err := apidocs.GenerateTriggerTable(ctx, conn)
+	if err != nil {
+		return err
+	}
+	guide, err := os.ReadFile(apidocs.GuidePath)
+	if err != nil {
+		return err
+	}
+	spliced, err := apidocs.SpliceTriggerTable(string(guide), triggers)
+	if err != nil {
+		return err
+	}
+	if err := write(apidocs.GuidePath, spliced); err != nil {
 		return err
 	}
 	if !*writeTables {

@@ -111,16 +111,36 @@ func plan(objects []object, ups []string) (up, down []string) {
 	sort.SliceStable(changed, func(i, j int) bool { return rank(changed[i]) < rank(changed[j]) })
 	changed = callsFirst(changed, func(o object) bool { return rank(o) == 1 })
 	var drops []string
+	listed, creatorIsNew := false, false
 	for _, o := range changed {
 		up = append(up, strings.TrimSpace(o.text))
 		if prev := previous(ups, o); prev != "" {
 			down = append(down, prev)
 		} else {
 			drops = append([]string{drop(o)}, drops...)
+			creatorIsNew = creatorIsNew || o.name == createTriggers
+		}
+		listed = listed || o.name == triggerList
+	}
+	// The package's triggers are created from one list: a migration that
+	// changes it creates them again, and so does its down with the list it
+	// restores (unless the function that creates them goes with it).
+	if listed {
+		up = append(up, createTriggersCall)
+		if !creatorIsNew {
+			down = append(down, createTriggersCall)
 		}
 	}
 	return up, append(down, drops...)
 }
+
+// triggerList (convo_private.package_triggers) is the list the package's
+// triggers are created from, by createTriggers.
+const (
+	triggerList        = "package_triggers"
+	createTriggers     = "create_triggers"
+	createTriggersCall = "SELECT convo_private." + createTriggers + "();"
+)
 
 // callsFirst reorders the objects for which among holds so that each comes
 // after the others of them it calls (a SQL-bodied function's body is

@@ -217,3 +217,45 @@ func tableText(ctx context.Context, tx pgx.Tx, qualified string) (body, keys str
 	}
 	return strings.TrimRight(b.String(), "\n"), strings.Join(foreign, "\n"), nil
 }
+
+// GuidePath is docs/guide.md, whose table of triggers GenerateTriggerTable
+// writes between TriggersBegin and TriggersEnd.
+const (
+	GuidePath     = "docs/guide.md"
+	TriggersBegin = "<!-- The triggers, written from convo_private.package_triggers() by `go run ./cmd/apidocs`: do not edit. -->"
+	TriggersEnd   = "<!-- End of the triggers. -->"
+)
+
+// GenerateTriggerTable returns the Markdown table of every trigger of the
+// package, as convo_private.package_triggers() lists them (the list they
+// are created from), markers included.
+func GenerateTriggerTable(ctx context.Context, db Beginner) (string, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback(ctx)
+	rows, err := strings1(ctx, tx, `
+		SELECT format('| `+"`%s`"+` | `+"`%s`"+` | %s %s, for each %s | `+"`%s`"+` | %s | %s |',
+		              t.table_name, t.trigger_name, t.timing, t.events, lower(t.level), t.function_call,
+		              CASE WHEN t.when_clause IS NULL THEN 'always'
+		                   WHEN t.when_clause = '%s' THEN 'outside pgconvo''s code'
+		                   ELSE replace(format(t.when_clause, 'outside pgconvo''s code'), '|', '\|') END,
+		              t.guards)
+		  FROM convo_private.package_triggers() t`)
+	if err != nil {
+		return "", err
+	}
+	return TriggersBegin + "\n\n| table | trigger | fires | runs | when | guards |\n|---|---|---|---|---|---|\n" +
+		strings.Join(rows, "\n") + "\n\n" + TriggersEnd, nil
+}
+
+// SpliceTriggerTable puts table between the markers of doc, or fails when
+// doc lacks them.
+func SpliceTriggerTable(doc, table string) (string, error) {
+	i, j := strings.Index(doc, TriggersBegin), strings.Index(doc, TriggersEnd)
+	if i < 0 || j < i {
+		return "", fmt.Errorf("%s lacks the markers %q and %q", GuidePath, TriggersBegin, TriggersEnd)
+	}
+	return doc[:i] + table + doc[j+len(TriggersEnd):], nil
+}

@@ -16,6 +16,48 @@ $$;
 -- package_triggers returned fewer columns: it is dropped, then created again.
 DROP FUNCTION convo_private.package_triggers();
 
+-- conversations_guard: of a conversation only the head, the title and the
+-- archive state may change (each logged), its last activity only with its
+-- head's moves through the API, and its metadata only by erasure (pgconvo's
+-- erase_content): its id, owner and creation time are fixed, and a head once
+-- set is never unset (the head always names a message). It runs for every UPDATE that changes a fixed
+-- column or unsets the head, and for every UPDATE outside pgconvo's code
+-- (not the owner role, or the owner role only because a session SET ROLE
+-- or SET SESSION AUTHORIZATION to it: pgconvo's SECURITY DEFINER functions
+-- run as the owner role with the caller's role setting and login).
+CREATE OR REPLACE FUNCTION convo_private.conversations_guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.id IS DISTINCT FROM OLD.id
+       OR NEW.owner_id IS DISTINCT FROM OLD.owner_id
+       OR NEW.created_at IS DISTINCT FROM OLD.created_at THEN
+        RAISE EXCEPTION 'a conversation''s id, owner_id and created_at never change'
+            USING ERRCODE = 'CV005', DETAIL = format('conversation %s', OLD.id);
+    END IF;
+    IF OLD.head_message_id IS NOT NULL AND NEW.head_message_id IS NULL THEN
+        RAISE EXCEPTION 'the head of a conversation cannot be unset'
+            USING ERRCODE = 'CV011', DETAIL = format('conversation %s, head %s', OLD.id, OLD.head_message_id);
+    END IF;
+    IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
+       AND NEW.last_activity_at IS DISTINCT FROM OLD.last_activity_at THEN
+        RAISE EXCEPTION 'a conversation''s last_activity_at moves only with its head, through the API'
+            USING ERRCODE = 'CV005',
+                  DETAIL = format('table convo.conversations, conversation %s, role %s', OLD.id, current_user);
+    END IF;
+    IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
+       AND NEW.metadata::text IS DISTINCT FROM OLD.metadata::text THEN
+        RAISE EXCEPTION 'convo.conversations is append-only: its metadata changes only by erasure'
+            USING ERRCODE = 'CV005',
+                  DETAIL = format('table convo.conversations, conversation %s, role %s', OLD.id, current_user),
+                  HINT = 'Content is removed only by convo.erase_conversation or convo.erase_owner.';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
 -- package_triggers: every trigger pgconvo puts on its tables (and on its
 -- view message_parts), by what it guards: append_only (refuse_change,
 -- refuse_forgery), head_log (the conversation's guards and the logging of

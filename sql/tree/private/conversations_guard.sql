@@ -4,9 +4,9 @@
 -- erase_content): its id, owner and creation time are fixed, and a head once
 -- set is never unset (the head always names a message). It runs for every UPDATE that changes a fixed
 -- column or unsets the head, and for every UPDATE outside pgconvo's code
--- (not the owner role, or the owner role only because a session SET ROLE
--- or SET SESSION AUTHORIZATION to it: pgconvo's SECURITY DEFINER functions
--- run as the owner role with the caller's role setting and login).
+-- (its WHEN, from package_triggers: not the owner role, or the owner role
+-- only because a session SET ROLE or SET SESSION AUTHORIZATION to it), so
+-- that past the fixed columns' checks the UPDATE is an outsider's.
 CREATE OR REPLACE FUNCTION convo_private.conversations_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -23,14 +23,14 @@ BEGIN
         RAISE EXCEPTION 'the head of a conversation cannot be unset'
             USING ERRCODE = 'CV011', DETAIL = format('conversation %s, head %s', OLD.id, OLD.head_message_id);
     END IF;
-    IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
-       AND NEW.last_activity_at IS DISTINCT FROM OLD.last_activity_at THEN
+    -- Past the checks above, the trigger's WHEN let this UPDATE through
+    -- only because it comes from outside pgconvo's code.
+    IF NEW.last_activity_at IS DISTINCT FROM OLD.last_activity_at THEN
         RAISE EXCEPTION 'a conversation''s last_activity_at moves only with its head, through the API'
             USING ERRCODE = 'CV005',
                   DETAIL = format('table convo.conversations, conversation %s, role %s', OLD.id, current_user);
     END IF;
-    IF (current_user <> 'convo_owner' OR current_setting('role') = 'convo_owner' OR session_user = 'convo_owner')
-       AND NEW.metadata::text IS DISTINCT FROM OLD.metadata::text THEN
+    IF NEW.metadata::text IS DISTINCT FROM OLD.metadata::text THEN
         RAISE EXCEPTION 'convo.conversations is append-only: its metadata changes only by erasure'
             USING ERRCODE = 'CV005',
                   DETAIL = format('table convo.conversations, conversation %s, role %s', OLD.id, current_user),

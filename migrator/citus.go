@@ -211,12 +211,14 @@ func prepareDistributedTx(ctx context.Context, tx *sql.Tx) error {
 }
 
 // retiredNodeFunctions are the functions of earlier versions of sql/citus
-// that installNode drops: register_tool's per-node calls before a
-// worker's copy of the allowlist could only follow the coordinator's.
+// that installNode drops: node_keys before it named only conversations'
+// nodes, and register_tool's per-node calls before a worker's copy of the
+// allowlist could only follow the coordinator's.
 var retiredNodeFunctions = []string{
 	"convo_node.register_tool_on_node_delegated(uuid, text[], boolean[], jsonb[], text[], interval[], text[], text[])",
 	"convo_node.register_tool_on_node(uuid, text, boolean, jsonb, text, interval, text, text)",
 	"convo_node.register_tool_here(text, boolean, jsonb, text, interval, text, text)",
+	"convo_node.node_keys(regclass)",
 }
 
 // installNode installs schema convo_node and its functions from
@@ -270,11 +272,23 @@ func routeAPI(ctx context.Context, tx *sql.Tx) error {
 	// Every function on every node, before and after routing: a body
 	// delegated to a worker calls the private functions there by name, and
 	// a delegated function is checked there against its body.
-	everywhere := `SELECT count(create_distributed_function(p.oid::regprocedure))
-		   FROM pg_proc p
-		  WHERE p.pronamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace, 'convo_node'::regnamespace)
-		    AND NOT EXISTS (SELECT FROM pg_dist_object o
-		                     WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)`
+	// Those whose arguments or result are a type of the package's go
+	// first: Citus then creates the type on the workers with them, before a
+	// PL/pgSQL function that only declares a variable of it (which Citus
+	// does not count as needing it) is checked there.
+	everywhere := `DO $$ DECLARE f regprocedure; BEGIN
+		FOR f IN SELECT p.oid FROM pg_proc p
+		          WHERE p.pronamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace, 'convo_node'::regnamespace)
+		            AND NOT EXISTS (SELECT FROM pg_dist_object o
+		                             WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
+		          ORDER BY NOT EXISTS (SELECT FROM unnest(p.proargtypes::oid[] || p.prorettype) AS a (t)
+		                                 JOIN pg_type ty ON ty.oid = a.t
+		                                 LEFT JOIN pg_type el ON el.oid = ty.typelem
+		                                WHERE coalesce(el.typnamespace, ty.typnamespace)
+		                                      IN ('convo'::regnamespace, 'convo_private'::regnamespace)),
+		                   p.oid LOOP
+		    PERFORM create_distributed_function(f);
+		END LOOP; END $$`
 	for _, s := range []string{everywhere, `SELECT convo_node.route_api()`, `SELECT convo_private.apply_grants()`, everywhere} {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return fmt.Errorf("routing the API: %w", err)

@@ -14,7 +14,7 @@ import (
 // GenerateTables fails naming a table none holds.
 var Domains = []string{"access", "tree", "sidebar", "generations", "ledger", "receipts", "imports", "erasure", "operations"}
 
-// TableDomains is the domain of each table.
+// TableDomains is the domain of each table, and of each composite type.
 var TableDomains = map[string]string{
 	"convo.conversations":         "tree",
 	"convo.messages":              "tree",
@@ -36,6 +36,7 @@ var TableDomains = map[string]string{
 	"convo.erasure_places":        "erasure",
 	"convo.owner_erasures":        "erasure",
 	"convo_private.digest_key":    "erasure",
+	"convo_private.new_message":   "tree",
 }
 
 // TablesPath is a domain's tables.sql, from the repository's root.
@@ -81,6 +82,17 @@ func GenerateTables(ctx context.Context, db Beginner) (map[string]string, error)
 		return nil, err
 	}
 	parts["access"].body = append(parts["access"].body, strings.Join(schemas, "\n\n"))
+	types, err := compositeTypes(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	for _, ty := range types {
+		domain := TableDomains[ty.name]
+		if parts[domain] == nil {
+			return nil, fmt.Errorf("type %s is in no domain of apidocs.Domains: place it in apidocs.TableDomains", ty.name)
+		}
+		parts[domain].body = append(parts[domain].body, ty.text)
+	}
 	for _, rel := range rels {
 		if rel.kind != "table" {
 			continue
@@ -127,6 +139,29 @@ func GenerateTables(ctx context.Context, db Beginner) (map[string]string, error)
 		out[d] = b.String()
 	}
 	return out, nil
+}
+
+// compositeTypes reads the composite types of convo and convo_private (a
+// CREATE TYPE ... AS and its comment each), by name.
+func compositeTypes(ctx context.Context, tx pgx.Tx) ([]struct{ name, text string }, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT c.oid::regclass::text,
+		       format(E'CREATE TYPE %s AS (\n    %s\n);', c.oid::regclass,
+		              (SELECT string_agg(quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod), E',\n    '
+		                                 ORDER BY a.attnum)
+		                 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped))
+		       || coalesce(format(E'\nCOMMENT ON TYPE %s IS %L;', c.oid::regclass, obj_description(c.reltype, 'pg_type')), '')
+		  FROM pg_class c
+		 WHERE c.relnamespace IN ('convo'::regnamespace, 'convo_private'::regnamespace) AND c.relkind = 'c'
+		 ORDER BY c.relname COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("reading composite types: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{ name, text string }, error) {
+		var t struct{ name, text string }
+		err := r.Scan(&t.name, &t.text)
+		return t, err
+	})
 }
 
 // tableText prints one table: its CREATE TABLE with every constraint but

@@ -6,7 +6,8 @@
 -- worker's copy: a worker's copy can hold only what the coordinator's
 -- holds, so the copies never contradict each other, whatever a caller
 -- calls by hand, and one missing a version gets it from the next
--- register_tool of that name. NULL where the coordinator holds no copy.
+-- register_tool of that name. NULL where the coordinator holds no copy;
+-- CV005 on a worker, whose copy only follows.
 CREATE OR REPLACE FUNCTION convo_node.register_tool_here(
     p_name              text,
     p_effectful         boolean,
@@ -25,6 +26,10 @@ DECLARE
     v_copy     text := (SELECT s FROM convo_node.local_shards('convo.tools') s LIMIT 1);
     v_versions jsonb;
 BEGIN
+    IF (SELECT g.groupid FROM pg_dist_local_group g) <> 0 THEN
+        RAISE EXCEPTION 'register tools on the coordinator: this node is a worker'
+            USING ERRCODE = 'CV005', DETAIL = format('tool %s', p_name);
+    END IF;
     IF v_copy IS NULL THEN
         RETURN NULL;
     END IF;

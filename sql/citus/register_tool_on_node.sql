@@ -19,6 +19,10 @@ DECLARE
     v_differs text;
     v_latest  int;
 BEGIN
+    IF (SELECT g.groupid FROM pg_dist_local_group g) = 0 THEN
+        RAISE EXCEPTION 'the coordinator''s copy of convo.tools is written by register_tool_here, not copied'
+            USING ERRCODE = 'CV005', DETAIL = format('tool %s', v_name);
+    END IF;
     IF v_copy IS NULL THEN
         RETURN NULL;
     END IF;

@@ -4,6 +4,16 @@
 -- from these files and the object files and compares it with the migrations'. Grants come from
 -- convo_private.apply_grants, triggers from their files in triggers/.
 
+CREATE TYPE convo_private.new_message AS (
+    id uuid,
+    parent_id uuid,
+    role text,
+    parts jsonb,
+    branch_reason text,
+    created_at timestamp with time zone
+);
+COMMENT ON TYPE convo_private.new_message IS 'A message for write_messages to add: its id, parent (NULL: a root), role, parts, the branch reason asked for and its time (NULL: now).';
+
 CREATE TABLE convo.conversation_head_log (
     conversation_id uuid NOT NULL,
     seq bigint NOT NULL,

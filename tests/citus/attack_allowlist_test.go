@@ -2,6 +2,7 @@ package citus
 
 import (
 	"context"
+	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -151,6 +152,43 @@ func TestAttackAllowlistCopiesDiverge(t *testing.T) {
 			if _, ok := copy[k]; !ok {
 				t.Errorf("node %d lacks %s after register_tool: %v", i, k, copy)
 			}
+		}
+	}
+}
+
+// TestAttackAllowlistFromAWorker: a DBA's login exists on every node and
+// may connect to a worker. There, neither register_tool (whose router
+// would take the worker's copy for the coordinator's) nor
+// register_tool_here writes any copy: CV005, and every copy is as it was.
+func TestAttackAllowlistFromAWorker(t *testing.T) {
+	t.Parallel()
+	c := needCitus(t)
+	n := c.newDatabase(t)
+	migrateUp(t, n)
+	distribute(t, n)
+	ctx := context.Background()
+	admin := pgtest.LoginAs(t, n.pool, "convo_admin")
+	login, err := url.Parse(admin.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err := url.Parse(c.workerURLs(n)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker.User = login.User
+	w := pgtest.NewPool(t, worker.String(), pgx.QueryExecModeCacheStatement)
+	for _, call := range []string{
+		`SELECT convo.register_tool('wtool', true, '{"type": "object"}')`,
+		`SELECT convo_node.register_tool_here('htool', true, '{"type": "object"}', 'tool_call', '1 hour', NULL, NULL)`,
+	} {
+		if _, err := w.Exec(ctx, call); !errIs(err, "CV005") {
+			t.Errorf("%s on a worker as convo_admin: %v, want CV005", call, err)
+		}
+	}
+	for i, copy := range allowlistCopies(t, c, n) {
+		if len(copy) > 0 {
+			t.Errorf("node %d's copy after the calls on a worker: %v, want none", i, copy)
 		}
 	}
 }

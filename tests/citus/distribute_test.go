@@ -143,14 +143,19 @@ func TestDistributeFreshDatabase(t *testing.T) {
 	}
 	// Run again, it changes nothing and still succeeds, and drops what an
 	// earlier version of it installed and this one no longer does.
-	retired := `convo_node.register_tool_on_node(uuid, text, boolean, jsonb, text, interval, text, text)`
-	if _, err := n.db.Exec(`CREATE FUNCTION ` + retired + ` RETURNS int LANGUAGE sql AS 'SELECT 1'`); err != nil {
-		t.Fatal(err)
+	retired := []string{`convo_node.register_tool_on_node(uuid, text, boolean, jsonb, text, interval, text, text)`,
+		`convo_node.node_keys(regclass)`}
+	for _, f := range retired {
+		if _, err := n.db.Exec(`CREATE FUNCTION ` + f + ` RETURNS int LANGUAGE sql AS 'SELECT 1'`); err != nil {
+			t.Fatal(err)
+		}
 	}
 	distribute(t, n)
-	var left *string
-	if err := n.db.QueryRow(`SELECT to_regprocedure($1)::text`, retired).Scan(&left); err != nil || left != nil {
-		t.Fatalf("%s after distribute ran again: %v, %v; want it dropped", retired, left, err)
+	for _, f := range retired {
+		var left *string
+		if err := n.db.QueryRow(`SELECT to_regprocedure($1)::text`, f).Scan(&left); err != nil || left != nil {
+			t.Fatalf("%s after distribute ran again: %v, %v; want it dropped", f, left, err)
+		}
 	}
 	for _, u := range append([]string{n.url}, c.workerURLs(n)...) {
 		conn, err := pgx.Connect(context.Background(), u)

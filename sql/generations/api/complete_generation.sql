@@ -58,10 +58,11 @@ BEGIN
     -- The head follows only if it is where it was at begin_generation; a
     -- head moved away and back again counts as unmoved: the user is looking
     -- at the prompt the answer is for.
-    PERFORM convo_private.write_messages(p_conversation_id, v_head, ARRAY[v_message],
-        ARRAY[v_generation.prompt_message_id], ARRAY['assistant'], ARRAY[p_parts], ARRAY[v_reason], NULL, NULL,
-        CASE WHEN v_head IS NOT DISTINCT FROM v_generation.head_at_begin THEN v_message END,
-        CASE WHEN v_reason = 'regenerate' THEN 'regenerate' ELSE 'append' END, NULL);
+    PERFORM convo_private.write_messages(p_conversation_id, v_head,
+        p_messages => ARRAY[(v_message, v_generation.prompt_message_id, 'assistant', p_parts, v_reason,
+                             NULL)::convo_private.new_message],
+        p_head => CASE WHEN v_head IS NOT DISTINCT FROM v_generation.head_at_begin THEN v_message END,
+        p_head_reason => CASE WHEN v_reason = 'regenerate' THEN 'regenerate' ELSE 'append' END);
     v_finished := clock_timestamp();
     UPDATE convo.generations g
        SET state = 'completed', message_id = v_message, usage = p_usage, finish_reason = p_finish_reason,

@@ -46,12 +46,7 @@ DECLARE
     v_digest    text;
     v_problem   text;
     v_stored    jsonb;
-    v_ids       uuid[];
-    v_parents   uuid[];
-    v_roles     text[];
-    v_parts     jsonb[];
-    v_reasons   text[];
-    v_times     timestamptz[];
+    v_messages  convo_private.new_message[];
     v_state     text;
     v_table     text;
     v_constraint text;
@@ -194,14 +189,11 @@ BEGIN
         INSERT INTO convo.import_origins (conversation_id, message_id, source, node_key, node)
         SELECT v_id, o.message_id, o.source, o.node_key, o.node
           FROM jsonb_populate_recordset(NULL::convo.import_origins, p_export -> 'origins') o;
-        SELECT array_agg(m.id ORDER BY m.depth, m.sibling_index), array_agg(m.parent_id ORDER BY m.depth, m.sibling_index),
-               array_agg(m.role ORDER BY m.depth, m.sibling_index), array_agg(m.parts ORDER BY m.depth, m.sibling_index),
-               array_agg(m.branch_reason ORDER BY m.depth, m.sibling_index),
-               array_agg(m.created_at ORDER BY m.depth, m.sibling_index)
-          INTO v_ids, v_parents, v_roles, v_parts, v_reasons, v_times
+        SELECT array_agg((m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at)::convo_private.new_message
+                         ORDER BY m.depth, m.sibling_index)
+          INTO v_messages
           FROM jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m;
-        PERFORM convo_private.write_messages(v_id, NULL, v_ids, v_parents, v_roles, v_parts, v_reasons, v_times,
-                                             v_import, NULL, NULL, NULL);
+        PERFORM convo_private.write_messages(v_id, NULL, v_messages, p_import_id => v_import);
 
         -- The head log, numbered here from 1 in the document's order, the
         -- head where it ends, and the live path to it.

@@ -298,8 +298,10 @@ BEGIN
         INSERT INTO convo.import_origins (conversation_id, message_id, source, node_key, node)
         SELECT v_conv, x.id, p_source, x.key, x.node
           FROM unnest(m_id, m_key, m_node) AS x (id, key, node);
-        PERFORM convo_private.write_messages(v_conv, v_old_head, m_id, m_parent, m_role, m_parts, m_reason, m_at,
-                                             v_import, CASE WHEN v_move THEN v_head END, 'import', NULL);
+        PERFORM convo_private.write_messages(v_conv, v_old_head, convo_private.new_messages(m_id, m_parent, m_role, m_parts,
+                                                                                            m_reason, m_at),
+                                             p_import_id => v_import, p_head => CASE WHEN v_move THEN v_head END,
+                                             p_head_reason => 'import');
         RETURN v_conv;
     END IF;
 
@@ -317,8 +319,9 @@ BEGIN
     INSERT INTO convo.import_origins (conversation_id, message_id, source, node_key, node)
     SELECT v_conv, x.id, p_source, x.key, x.node
       FROM unnest(m_id, m_key, m_node) AS x (id, key, node);
-    PERFORM convo_private.write_messages(v_conv, NULL, m_id, m_parent, m_role, m_parts, m_reason, m_at,
-                                         v_import, v_head, 'import', NULL);
+    PERFORM convo_private.write_messages(v_conv, NULL, convo_private.new_messages(m_id, m_parent, m_role, m_parts, m_reason,
+                                                                                  m_at),
+                                         p_import_id => v_import, p_head => v_head, p_head_reason => 'import');
     RETURN v_conv;
 END;
 $$;

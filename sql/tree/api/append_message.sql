@@ -37,8 +37,9 @@ BEGIN
     IF p_expected_head IS NOT NULL THEN
         PERFORM convo_private.check_expected_head(p_conversation_id, p_expected_head, v_head);
     END IF;
-    PERFORM convo_private.write_messages(p_conversation_id, v_head, ARRAY[v_id], ARRAY[v_head], ARRAY[p_role],
-                                         ARRAY[p_parts], NULL, NULL, NULL, v_id, 'append', p_moved_by);
+    PERFORM convo_private.write_messages(p_conversation_id, v_head,
+        p_messages => ARRAY[(v_id, v_head, p_role, p_parts, NULL, NULL)::convo_private.new_message],
+        p_head => v_id, p_head_reason => 'append', p_moved_by => p_moved_by);
     RETURN v_id;
 END;
 $$;

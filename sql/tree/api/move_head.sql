@@ -35,8 +35,8 @@ BEGIN
     IF p_expected_head IS NOT NULL THEN
         PERFORM convo_private.check_expected_head(p_conversation_id, p_expected_head, v_head);
     END IF;
-    PERFORM convo_private.write_messages(p_conversation_id, v_head, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                         p_message_id, p_reason, p_moved_by);
+    PERFORM convo_private.write_messages(p_conversation_id, v_head,
+        p_head => p_message_id, p_head_reason => p_reason, p_moved_by => p_moved_by);
 END;
 $$;
 

@@ -37,9 +37,9 @@ BEGIN
                 p_role, p_message_id, v_original.role
             USING ERRCODE = 'CV004', DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id);
     END IF;
-    PERFORM convo_private.write_messages(p_conversation_id, v_head, ARRAY[v_id], ARRAY[v_original.parent_id],
-                                         ARRAY[p_role], ARRAY[p_parts], ARRAY[p_branch_reason], NULL, NULL,
-                                         v_id, p_branch_reason, p_moved_by);
+    PERFORM convo_private.write_messages(p_conversation_id, v_head,
+        p_messages => ARRAY[(v_id, v_original.parent_id, p_role, p_parts, p_branch_reason, NULL)::convo_private.new_message],
+        p_head => v_id, p_head_reason => p_branch_reason, p_moved_by => p_moved_by);
     RETURN v_id;
 END;
 $$;

@@ -64,8 +64,9 @@ BEGIN
 
     IF p_system_prompt IS NOT NULL THEN
         v_root := gen_random_uuid();
-        PERFORM convo_private.write_messages(p_conversation_id, NULL, ARRAY[v_root], ARRAY[NULL::uuid], ARRAY['system'],
-                                             ARRAY[v_parts], NULL, NULL, NULL, v_root, 'create', NULL);
+        PERFORM convo_private.write_messages(p_conversation_id, NULL,
+            p_messages => ARRAY[(v_root, NULL, 'system', v_parts, NULL, NULL)::convo_private.new_message],
+            p_head => v_root, p_head_reason => 'create');
     END IF;
     RETURN p_conversation_id;
 END;

@@ -3,13 +3,14 @@
 -- regenerate, complete_generation, create_conversation, the imports), once
 -- its caller has checked the owner and locked the conversation
 -- (lock_conversation; p_old_head is the head it read). Everything comes in
--- as arguments, nothing through a setting or a marker:
---   the new messages as parallel arrays, parents first: each parent an
---   existing message, an earlier new one, or NULL (a root); a branch reason
---   asked for (NULL: the tree's, 'branch' for a later child); a time (NULL:
---   now); the import writing them (NULL: none), which keeps their times and
---   writes no ledger row (and, a restore, may hold an erased attachment);
---   the head to move to, why and by whom (p_head NULL: the head stays).
+-- as arguments, by name, nothing through a setting or a marker:
+--   the new messages (p_messages, none by default), parents first: each
+--   one's id, its parent (an existing message, an earlier new one, or NULL:
+--   a root), role, parts, the branch reason asked for (NULL: the tree's,
+--   'branch' for a later child) and time (NULL: now); the import writing
+--   them (NULL: none), which keeps their times and writes no ledger row
+--   (and, a restore, may hold an erased attachment); the head to move to,
+--   why and by whom (p_head NULL: the head stays).
 -- It reads each existing parent once and computes depth, sibling position
 -- and branch (a first child continues its parent's branch, a later sibling
 -- starts one); checks every part against its message (part_problem), each
@@ -24,16 +25,11 @@
 CREATE OR REPLACE FUNCTION convo_private.write_messages(
     p_conversation_id uuid,
     p_old_head        uuid,
-    p_ids             uuid[],
-    p_parents         uuid[],
-    p_roles           text[],
-    p_parts           jsonb[],
-    p_reasons         text[],
-    p_times           timestamptz[],
-    p_import_id       uuid,
-    p_head            uuid,
-    p_head_reason     text,
-    p_moved_by        text)
+    p_messages        convo_private.new_message[] DEFAULT '{}',
+    p_import_id       uuid DEFAULT NULL,
+    p_head            uuid DEFAULT NULL,
+    p_head_reason     text DEFAULT NULL,
+    p_moved_by        text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -43,7 +39,13 @@ SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_n       int := coalesce(cardinality(p_ids), 0);
+    v_n       int := coalesce(cardinality(p_messages), 0);
+    v_ids     uuid[];  -- the new messages' fields, each an array in their order
+    v_parents uuid[];
+    v_roles   text[];
+    v_parts   jsonb[];
+    v_reasons text[];
+    v_times   timestamptz[];
     v_now     timestamptz := clock_timestamp();
     v_pidx    int[];   -- the parent's position among the new messages, 0 for none
     v_call_keys jsonb; -- the write's tool calls, as keys "position id"
@@ -71,6 +73,10 @@ DECLARE
     v_calls   boolean; -- calls
     v_call    record;
 BEGIN
+    SELECT array_agg(m.id ORDER BY m.n), array_agg(m.parent_id ORDER BY m.n), array_agg(m.role ORDER BY m.n),
+           array_agg(m.parts ORDER BY m.n), array_agg(m.branch_reason ORDER BY m.n), array_agg(m.created_at ORDER BY m.n)
+      INTO v_ids, v_parents, v_roles, v_parts, v_reasons, v_times
+      FROM unnest(p_messages) WITH ORDINALITY AS m (id, parent_id, role, parts, branch_reason, created_at, n);
     IF v_n > 0 THEN
         -- Each parent, read once: among the new messages (an earlier one),
         -- or stored, with the last sibling position under it (one probe of
@@ -91,26 +97,26 @@ BEGIN
                                             WHERE s.conversation_id = p_conversation_id AND s.parent_id = n.parent_id
                                             ORDER BY s.sibling_index DESC LIMIT 1), 0) END AS last,
                        row_number() OVER (PARTITION BY n.parent_id ORDER BY n.i) AS rank
-                  FROM unnest(p_ids, p_parents) WITH ORDINALITY AS n (id, parent_id, i)
-                  LEFT JOIN unnest(p_ids) WITH ORDINALITY AS b (id, i) ON b.id = n.parent_id AND b.i < n.i
+                  FROM unnest(v_ids, v_parents) WITH ORDINALITY AS n (id, parent_id, i)
+                  LEFT JOIN unnest(v_ids) WITH ORDINALITY AS b (id, i) ON b.id = n.parent_id AND b.i < n.i
                   LEFT JOIN convo.messages p
                          ON b.i IS NULL AND p.conversation_id = p_conversation_id AND p.id = n.parent_id) x;
         IF v_missing IS NOT NULL THEN
-            PERFORM convo_private.raise_not_found('message', p_parents[v_missing]::text, p_conversation_id,
-                convo_private.other_conversation(p_conversation_id, 'convo.messages', 'id', p_parents[v_missing]::text));
+            PERFORM convo_private.raise_not_found('message', v_parents[v_missing]::text, p_conversation_id,
+                convo_private.other_conversation(p_conversation_id, 'convo.messages', 'id', v_parents[v_missing]::text));
         END IF;
         FOR i IN 1 .. v_n LOOP
             IF v_pidx[i] > 0 THEN
                 v_depth[i] := v_depth[v_pidx[i]] + 1;
-                v_branch[i] := CASE WHEN v_sib[i] = 1 THEN v_branch[v_pidx[i]] ELSE p_ids[i] END;
-            ELSIF p_parents[i] IS NULL THEN
+                v_branch[i] := CASE WHEN v_sib[i] = 1 THEN v_branch[v_pidx[i]] ELSE v_ids[i] END;
+            ELSIF v_parents[i] IS NULL THEN
                 v_depth[i] := 0;
-                v_branch[i] := p_ids[i];
+                v_branch[i] := v_ids[i];
             ELSE
                 v_depth[i] := v_pdepth[i] + 1;
-                v_branch[i] := CASE WHEN v_sib[i] = 1 THEN v_pbranch[i] ELSE p_ids[i] END;
+                v_branch[i] := CASE WHEN v_sib[i] = 1 THEN v_pbranch[i] ELSE v_ids[i] END;
             END IF;
-            v_reason[i] := CASE WHEN v_sib[i] > 1 THEN coalesce(p_reasons[i], 'branch') END;
+            v_reason[i] := CASE WHEN v_sib[i] > 1 THEN coalesce(v_reasons[i], 'branch') END;
         END LOOP;
 
         -- Every message and part as the contract says, the first problem by
@@ -136,13 +142,13 @@ BEGIN
                             WHEN m.reason IS NOT NULL AND v_sib[m.i] = 1
                                  THEN ARRAY['CV011', 'a first child has no branch_reason', format(', branch_reason %s', m.reason), '']
                        END AS problem
-                  FROM unnest(p_roles, p_parts, p_reasons) WITH ORDINALITY AS m (role, parts, reason, i)
+                  FROM unnest(v_roles, v_parts, v_reasons) WITH ORDINALITY AS m (role, parts, reason, i)
                 UNION ALL
                 SELECT m.i, e.n::int, e.part ->> 'type',
                        CASE WHEN v_restore AND e.part ->> 'type' = 'attachment' AND e.part = convo_private.redact_part(e.part)
                                  AND jsonb_typeof(e.part -> 'media_type') = 'string' AND e.part ->> 'media_type' <> ''
                             THEN NULL ELSE convo_private.part_problem(e.part, m.role) END
-                  FROM unnest(p_roles, p_parts) WITH ORDINALITY AS m (role, parts, i),
+                  FROM unnest(v_roles, v_parts) WITH ORDINALITY AS m (role, parts, i),
                        jsonb_array_elements(CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts ELSE '[]' END)
                            WITH ORDINALITY AS e (part, n)) x
          ORDER BY x.problem IS NULL, x.i, x.ordinal
@@ -153,7 +159,7 @@ BEGIN
         IF v_linked THEN
             -- The write's own calls, by message position and id.
             SELECT jsonb_object_agg(m.i || ' ' || (e.part ->> 'id'), true) INTO v_call_keys
-              FROM unnest(p_parts) WITH ORDINALITY AS m (parts, i),
+              FROM unnest(v_parts) WITH ORDINALITY AS m (parts, i),
                    jsonb_array_elements(m.parts) AS e (part)
              WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_use' AND e.part ->> 'id' IS NOT NULL;
             SELECT x.i, x.ordinal, x.problem INTO v_link_i, v_link_ordinal, v_link_problem FROM (
@@ -162,7 +168,7 @@ BEGIN
                              format(', tool call %s', c.id), ''] AS problem
                   FROM (SELECT m.i, e.n, e.part ->> 'id' AS id,
                                count(*) OVER (PARTITION BY e.part ->> 'id' ORDER BY m.i, e.n) AS nth
-                          FROM unnest(p_parts) WITH ORDINALITY AS m (parts, i),
+                          FROM unnest(v_parts) WITH ORDINALITY AS m (parts, i),
                                jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
                          WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_use') c
                  WHERE c.nth > 1
@@ -176,7 +182,7 @@ BEGIN
                        ARRAY['CV008', format('tool_result names tool call %s, which is not a tool_use of the parent message', r.id),
                              format(', tool call %s, parent %s', r.id, coalesce(r.parent_id::text, 'none')), '']
                   FROM (SELECT m.i, e.n, e.part ->> 'tool_use_id' AS id, m.parent_id
-                          FROM unnest(p_parts, p_parents) WITH ORDINALITY AS m (parts, parent_id, i),
+                          FROM unnest(v_parts, v_parents) WITH ORDINALITY AS m (parts, parent_id, i),
                                jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
                          WHERE jsonb_typeof(m.parts) = 'array' AND e.part ->> 'type' = 'tool_result') r
                  WHERE NOT CASE WHEN v_pidx[r.i] > 0
@@ -197,8 +203,8 @@ BEGIN
         IF v_problem IS NOT NULL THEN
             RAISE EXCEPTION '%', v_problem[2]
                 USING ERRCODE = v_problem[1], HINT = v_problem[4],
-                      DETAIL = format('a new %s message in conversation %s, parent %s', coalesce(p_roles[v_bad_i], 'NULL'),
-                                      p_conversation_id, coalesce(p_parents[v_bad_i]::text, 'none (a root)'))
+                      DETAIL = format('a new %s message in conversation %s, parent %s', coalesce(v_roles[v_bad_i], 'NULL'),
+                                      p_conversation_id, coalesce(v_parents[v_bad_i]::text, 'none (a root)'))
                                || CASE WHEN v_bad_ordinal > 0 THEN format(', part %s', v_bad_ordinal - 1) ELSE '' END
                                || v_problem[3];
         END IF;
@@ -207,7 +213,7 @@ BEGIN
                                     parts, created_at, import_id)
         SELECT p_conversation_id, x.id, x.parent_id, x.role, x.reason, x.depth, x.sib, x.branch, x.parts,
                coalesce(x.at, v_now), p_import_id
-          FROM unnest(p_ids, p_parents, p_roles, v_reason, v_depth, v_sib, v_branch, p_parts, p_times)
+          FROM unnest(v_ids, v_parents, v_roles, v_reason, v_depth, v_sib, v_branch, v_parts, v_times)
                WITH ORDINALITY AS x (id, parent_id, role, reason, depth, sib, branch, parts, at, i)
          ORDER BY x.i;
 
@@ -219,7 +225,7 @@ BEGIN
                    CASE WHEN e.part ->> 'type' = 'tool_use' THEN e.part ->> 'id'
                         WHEN e.part ->> 'type' = 'tool_result' THEN e.part ->> 'tool_use_id' END,
                    CASE WHEN e.part ->> 'type' = 'tool_use' THEN e.part ->> 'name' END
-              FROM unnest(p_ids, p_parts) AS m (id, parts),
+              FROM unnest(v_ids, v_parts) AS m (id, parts),
                    jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
              WHERE e.part ->> 'type' IN ('tool_use', 'tool_result', 'attachment');
         END IF;
@@ -228,7 +234,7 @@ BEGIN
         IF v_calls AND p_import_id IS NULL THEN
             FOR v_call IN
                 SELECT m.id, (e.n - 1)::int AS ordinal, e.part
-                  FROM unnest(p_ids, p_parts) WITH ORDINALITY AS m (id, parts, i),
+                  FROM unnest(v_ids, v_parts) WITH ORDINALITY AS m (id, parts, i),
                        jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
                  WHERE e.part ->> 'type' = 'tool_use'
                  ORDER BY m.i, e.n
@@ -244,8 +250,8 @@ BEGIN
         -- an import the latest original time it writes.
         UPDATE convo.conversations c
            SET head_message_id = p_head,
-               last_activity_at = CASE WHEN p_import_id IS NULL OR p_times IS NULL THEN v_now
-                                       ELSE coalesce((SELECT max(t) FROM unnest(p_times) AS t), v_now) END
+               last_activity_at = CASE WHEN p_import_id IS NULL OR v_times IS NULL THEN v_now
+                                       ELSE coalesce((SELECT max(t) FROM unnest(v_times) AS t), v_now) END
          WHERE c.id = p_conversation_id;
         PERFORM convo_private.log_head_move(p_conversation_id, p_head, p_old_head, p_head_reason, p_moved_by, p_import_id);
     END IF;

@@ -180,7 +180,7 @@ func renderSchema(rels []relation) string {
 	b.WriteString("Every table and view of schemas `convo` (the contract) and `convo_private` (the machinery), " +
 		"as the catalog of a freshly migrated database holds it: columns, keys and constraints, indexes, " +
 		"row-level security and its policies, grants, triggers (which fire in name order) and comments. " +
-		"The functions are in [api.md](api.md). The migrations in `sql/` are the source; this file is " +
+		"The functions are in [api.md](api.md). The migrations in `sql/migrations/` are the source; this file is " +
 		"what they add up to. Do not edit it: `" + Command + "` rewrites it, and a test fails when it is stale.\n\n")
 	for _, rel := range rels {
 		fmt.Fprintf(&b, "- [`%s.%s`](#%s) (%s)\n", rel.schema, rel.name, anchor(rel.schema+"."+rel.name), rel.kind)

@@ -156,3 +156,41 @@ func TestGuideTriggerTableUpToDate(t *testing.T) {
 		t.Errorf("the table of triggers lacks messages_90_append_only:\n%s", table)
 	}
 }
+
+// TestAPIGroupsAreDomains: each group of docs/api.md names exactly the
+// functions and views whose files are in its domains' folders
+// (sql/DOMAIN/api and views), so the reference's sections and sql/'s
+// folders cannot drift apart.
+func TestAPIGroupsAreDomains(t *testing.T) {
+	t.Parallel()
+	inGroup := map[string]string{}
+	for _, g := range apidocs.Default().Groups {
+		for _, name := range g.Names {
+			inGroup[name] = g.Title
+			found := false
+			for _, d := range g.Domains {
+				for _, kind := range []string{"api", "views"} {
+					if _, err := os.Stat(filepath.Join("..", "sql", d, kind, name+".sql")); err == nil {
+						found = true
+					}
+				}
+			}
+			if !found {
+				t.Errorf("%s (group %q) has no file in sql/%v/api or views", name, g.Title, g.Domains)
+			}
+		}
+	}
+	paths, err := filepath.Glob(filepath.Join("..", "sql", "*", "*", "*.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		kind := filepath.Base(filepath.Dir(p))
+		if kind != "api" && kind != "views" {
+			continue
+		}
+		if name := strings.TrimSuffix(filepath.Base(p), ".sql"); inGroup[name] == "" {
+			t.Errorf("%s is in no group of apidocs.Default()", p)
+		}
+	}
+}

@@ -46,9 +46,10 @@ type Beginner interface {
 
 // Group is one domain of the reference: a section of docs/api.md.
 type Group struct {
-	Title string   // the section's heading
-	Intro string   // a paragraph under it
-	Names []string // functions and views of convo, in reading order (all overloads of a name)
+	Title   string   // the section's heading
+	Intro   string   // a paragraph under it
+	Domains []string // the folders of sql/ that hold its functions and views (a test holds them to it)
+	Names   []string // functions and views of convo, in reading order (all overloads of a name)
 }
 
 // ValueSet says which values an argument or column takes and where they
@@ -111,7 +112,8 @@ func Default() Tables {
 func groups() []Group {
 	return []Group{
 		{
-			Title: "The tree: conversations, messages, the head and the path",
+			Title:   "The tree: conversations, messages, the head and the path",
+			Domains: []string{"tree", "sidebar"},
 			Intro: "A conversation is a tree of append-only messages with one head; every head move is logged. " +
 				"These create conversations and list them (the sidebar), append, branch (edit, regenerate), " +
 				"move the head and read the path from the root to the head, now or at a past time.",
@@ -122,7 +124,8 @@ func groups() []Group {
 			},
 		},
 		{
-			Title: "Generations and provider requests",
+			Title:   "Generations and provider requests",
+			Domains: []string{"generations"},
 			Intro: "The model's work, recorded apart from what was said: a generation streams from a prompt message " +
 				"and ends completed (with the assistant message), failed or cancelled. `request_messages` renders a " +
 				"path as a provider's request body and `request_digest` is what `begin_generation` records of it.",
@@ -132,7 +135,8 @@ func groups() []Group {
 			},
 		},
 		{
-			Title: "Tools and effects",
+			Title:   "Tools and effects",
+			Domains: []string{"ledger"},
 			Intro: "The allowlist of tools and the ledger of their effects: each tool call of an effectful tool gets a " +
 				"decision when its message is appended, and its effect is settled, confirmed, declined or compensated.",
 			Names: []string{
@@ -141,20 +145,23 @@ func groups() []Group {
 			},
 		},
 		{
-			Title: "Receipts",
-			Intro: "A receipt is written before a side effect an HTTP route performs, keyed per owner, and settled once.",
-			Names: []string{"begin_receipt", "fill_receipt", "apply_receipt", "fail_receipt", "expire_receipts"},
+			Title:   "Receipts",
+			Domains: []string{"receipts"},
+			Intro:   "A receipt is written before a side effect an HTTP route performs, keyed per owner, and settled once.",
+			Names:   []string{"begin_receipt", "fill_receipt", "apply_receipt", "fail_receipt", "expire_receipts"},
 		},
 		{
-			Title: "Imports and export",
-			Intro: "Conversations from other products (their trees only), and pgconvo's own export and restore.",
+			Title:   "Imports and export",
+			Domains: []string{"imports"},
+			Intro:   "Conversations from other products (their trees only), and pgconvo's own export and restore.",
 			Names: []string{
 				"import_chatgpt", "import_openwebui", "import_librechat", "export_conversation", "import_conversation",
 				"import_history",
 			},
 		},
 		{
-			Title: "Erasure",
+			Title:   "Erasure",
+			Domains: []string{"erasure"},
 			Intro: "The only path by which stored content changes: it keeps the shape and is recorded. Afterwards " +
 				"nothing is deduplicated against the erased content: a later tool call's keys carry the conversation's " +
 				"key epoch (its erasures), so no guess of erased arguments is reused or collides, and a repeat of an " +
@@ -162,8 +169,9 @@ func groups() []Group {
 			Names: []string{"erase_conversation", "erase_owner"},
 		},
 		{
-			Title: "Operations",
-			Intro: "The invariants a DBA can check on a live database, and the size caps as functions clients can read.",
+			Title:   "Operations",
+			Domains: []string{"operations"},
+			Intro:   "The invariants a DBA can check on a live database, and the size caps as functions clients can read.",
 			Names: []string{
 				"self_check", "max_message_bytes", "max_part_bytes", "max_tool_input_bytes", "max_request_bytes",
 				"max_metadata_bytes", "max_detail_bytes", "max_ref_length",

@@ -64,6 +64,55 @@ $$;
 COMMENT ON FUNCTION convo.append_message(uuid, text, jsonb, uuid, uuid, text) IS
     'Append a message under the current head and move the head to it; compare-and-set with p_expected_head, retry-safe by p_message_id.';
 
+-- apply_receipt: pending, with validated arguments, to applied. Call it in
+-- the same transaction as the mutation itself to make the two atomic: both
+-- commit, or neither does. An exact repeat is a no-op.
+CREATE OR REPLACE FUNCTION convo.apply_receipt(p_receipt_id uuid, p_result_ref text, p_http_status int DEFAULT 201)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+DECLARE
+    v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
+    v_now     timestamptz;
+BEGIN
+    IF p_result_ref IS NULL OR p_result_ref = '' OR p_http_status IS NULL OR p_http_status NOT BETWEEN 200 AND 299 THEN
+        RAISE EXCEPTION 'p_result_ref and a 2xx p_http_status are required'
+            USING ERRCODE = 'CV011', DETAIL = format('receipt %s, http_status %s', p_receipt_id, p_http_status);
+    END IF;
+    IF length(p_result_ref) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_result_ref is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('receipt %s', p_receipt_id);
+    END IF;
+    IF v_receipt.status = 'applied' AND v_receipt.result_ref = p_result_ref AND v_receipt.http_status = p_http_status THEN
+        RETURN;
+    END IF;
+    IF v_receipt.status <> 'pending' OR v_receipt.arguments_valid IS NOT TRUE THEN
+        RAISE EXCEPTION 'receipt % is % with % arguments: only a pending receipt with valid arguments is applied',
+                p_receipt_id, v_receipt.status,
+                CASE v_receipt.arguments_valid WHEN true THEN 'valid' WHEN false THEN 'invalid' ELSE 'no' END
+            USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
+    END IF;
+    v_now := clock_timestamp();
+    UPDATE convo.tool_receipts r
+       SET status = 'applied', result_ref = p_result_ref, http_status = p_http_status, settled_at = v_now
+     WHERE r.owner_id = v_receipt.owner_id AND r.id = p_receipt_id;
+    PERFORM convo_private.notify_receipt(p_receipt_id, 'applied', true);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.apply_receipt(uuid, text, int) IS
+    'Mark a pending, validly filled receipt applied; run it in the mutation''s own transaction to make the two atomic.';
+
 -- complete_generation: streaming to completed. The answer becomes an
 -- assistant child of the prompt message in the same transaction
 -- (regenerate if the prompt already has an assistant child, branch if it has
@@ -139,6 +188,115 @@ $$;
 
 COMMENT ON FUNCTION convo.complete_generation(uuid, uuid, jsonb, jsonb, text) IS
     'Complete a streaming generation: its answer becomes a child of the prompt; the head follows only if it has not moved since begin.';
+
+-- conversations: an owner's conversations for a sidebar, latest activity
+-- first (ties by id, descending), p_limit at a time (1 to 1,000), archived
+-- ones only with p_archived. Keyset-paged: pass the last row's
+-- last_activity_at and conversation_id as p_before and p_before_id for the
+-- next page, so no conversation is skipped or repeated between pages even
+-- when many share one time (an import); p_before alone means strictly
+-- older. One range scan of conversations_sidebar_idx. A convo_app session
+-- lists only the owner it set (CV011 for another); convo_reader any.
+-- last_activity_at is the time of the conversation's last head move through
+-- the API (a message that became the head, or a switch to another branch;
+-- an import's: its latest message's original time, when it has one).
+CREATE OR REPLACE FUNCTION convo.conversations(
+    p_owner_id  text,
+    p_limit     int DEFAULT 50,
+    p_before    timestamptz DEFAULT NULL,
+    p_archived  boolean DEFAULT false,
+    p_before_id uuid DEFAULT NULL)
+RETURNS TABLE (conversation_id uuid, title text, created_at timestamptz, last_activity_at timestamptz,
+               head_message_id uuid, archived boolean)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    PERFORM convo_private.check_sidebar(p_owner_id, p_limit, p_before, p_archived, p_before_id);
+    IF p_before IS NULL THEN
+        RETURN QUERY
+        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+          FROM convo.conversations c
+         WHERE c.owner_id = p_owner_id AND c.archived = p_archived
+         ORDER BY c.last_activity_at DESC, c.id DESC
+         LIMIT p_limit;
+    ELSIF p_before_id IS NULL THEN
+        RETURN QUERY
+        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+          FROM convo.conversations c
+         WHERE c.owner_id = p_owner_id AND c.archived = p_archived AND c.last_activity_at < p_before
+         ORDER BY c.last_activity_at DESC, c.id DESC
+         LIMIT p_limit;
+    ELSE
+        RETURN QUERY
+        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+          FROM convo.conversations c
+         WHERE c.owner_id = p_owner_id AND c.archived = p_archived
+           AND (c.last_activity_at, c.id) < (p_before, p_before_id)
+         ORDER BY c.last_activity_at DESC, c.id DESC
+         LIMIT p_limit;
+    END IF;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.conversations(text, integer, timestamp with time zone, boolean, uuid) IS
+    'An owner''s conversations, latest activity first, keyset-paged (p_before, p_before_id: the last row of the previous page): a chat sidebar.';
+
+-- fail_receipt: pending to failed, with an HTTP-style status and an error
+-- code (the fill failed upstream, the mutation was refused, ...). An exact
+-- repeat is a no-op.
+CREATE OR REPLACE FUNCTION convo.fail_receipt(p_receipt_id uuid, p_http_status int, p_error_code text)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+DECLARE
+    v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
+    v_now     timestamptz;
+BEGIN
+    IF p_error_code IS NULL OR p_error_code = '' OR p_http_status IS NULL OR p_http_status NOT BETWEEN 400 AND 599 THEN
+        RAISE EXCEPTION 'p_error_code and a 4xx or 5xx p_http_status are required'
+            USING ERRCODE = 'CV011', DETAIL = format('receipt %s, http_status %s', p_receipt_id, p_http_status);
+    END IF;
+    IF length(p_error_code) > convo.max_ref_length() THEN
+        RAISE EXCEPTION 'p_error_code is longer than % characters', convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('receipt %s', p_receipt_id);
+    END IF;
+    IF v_receipt.status = 'failed' AND v_receipt.error_code = p_error_code AND v_receipt.http_status = p_http_status THEN
+        RETURN;
+    END IF;
+    IF v_receipt.status <> 'pending' THEN
+        RAISE EXCEPTION 'receipt % is %: only a pending receipt fails', p_receipt_id, v_receipt.status
+            USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
+    END IF;
+    v_now := clock_timestamp();
+    UPDATE convo.tool_receipts r
+       SET status = 'failed', http_status = p_http_status, error_code = p_error_code, settled_at = v_now
+     WHERE r.owner_id = v_receipt.owner_id AND r.id = p_receipt_id;
+    PERFORM convo_private.notify_receipt(p_receipt_id, 'failed', v_receipt.arguments IS NOT NULL);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.fail_receipt(uuid, int, text) IS 'Mark a pending receipt failed with an HTTP-style status and error code.';
 
 -- import_conversation: restores an export (export_conversation's document,
 -- version 3, or version 2, read as version 3 with no title, not archived, no
@@ -1400,6 +1558,8 @@ BEGIN ATOMIC
 END;
 
 DROP FUNCTION convo_private.new_messages;
+
+DROP FUNCTION convo_private.settle_receipt;
 
 DROP FUNCTION convo_private.create_triggers;
 

@@ -86,6 +86,31 @@ $$;
 COMMENT ON FUNCTION convo.append_message(uuid, text, jsonb, uuid, uuid, text) IS
     'Append a message under the current head and move the head to it; compare-and-set with p_expected_head, retry-safe by p_message_id.';
 
+-- apply_receipt: pending, with validated arguments, to applied. Call it in
+-- the same transaction as the mutation itself to make the two atomic: both
+-- commit, or neither does. An exact repeat is a no-op.
+CREATE OR REPLACE FUNCTION convo.apply_receipt(p_receipt_id uuid, p_result_ref text, p_http_status int DEFAULT 201)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    PERFORM convo_private.settle_receipt(p_receipt_id, 'applied', p_http_status, p_result_ref);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.apply_receipt(uuid, text, int) IS
+    'Mark a pending, validly filled receipt applied; run it in the mutation''s own transaction to make the two atomic.';
+
 -- complete_generation: streaming to completed. The answer becomes an
 -- assistant child of the prompt message in the same transaction
 -- (regenerate if the prompt already has an assistant child, branch if it has
@@ -162,6 +187,82 @@ $$;
 
 COMMENT ON FUNCTION convo.complete_generation(uuid, uuid, jsonb, jsonb, text) IS
     'Complete a streaming generation: its answer becomes a child of the prompt; the head follows only if it has not moved since begin.';
+
+-- conversations: an owner's conversations for a sidebar, latest activity
+-- first (ties by id, descending), p_limit at a time (1 to 1,000), archived
+-- ones only with p_archived. Keyset-paged: pass the last row's
+-- last_activity_at and conversation_id as p_before and p_before_id for the
+-- next page, so no conversation is skipped or repeated between pages even
+-- when many share one time (an import); p_before alone means strictly
+-- older. One range scan of conversations_sidebar_idx. A convo_app session
+-- lists only the owner it set (CV011 for another); convo_reader any.
+-- last_activity_at is the time of the conversation's last head move through
+-- the API (a message that became the head, or a switch to another branch;
+-- an import's: its latest message's original time, when it has one).
+CREATE OR REPLACE FUNCTION convo.conversations(
+    p_owner_id  text,
+    p_limit     int DEFAULT 50,
+    p_before    timestamptz DEFAULT NULL,
+    p_archived  boolean DEFAULT false,
+    p_before_id uuid DEFAULT NULL)
+RETURNS TABLE (conversation_id uuid, title text, created_at timestamptz, last_activity_at timestamptz,
+               head_message_id uuid, archived boolean)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    PERFORM convo_private.check_sidebar(p_owner_id, p_limit, p_before, p_archived, p_before_id);
+    -- One query for every page: the first page's key is past every row
+    -- ('infinity'), and p_before alone is before every row of that time
+    -- (the nil uuid), so one range scan serves all three.
+    RETURN QUERY
+    SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+      FROM convo.conversations c
+     WHERE c.owner_id = p_owner_id AND c.archived = p_archived
+       AND (c.last_activity_at, c.id) < (coalesce(p_before, 'infinity'),
+                                         coalesce(p_before_id, CASE WHEN p_before IS NULL THEN 'ffffffff-ffff-ffff-ffff-ffffffffffff'
+                                                                    ELSE '00000000-0000-0000-0000-000000000000' END::uuid))
+     ORDER BY c.last_activity_at DESC, c.id DESC
+     LIMIT p_limit;
+END;
+$$;
+
+COMMENT ON FUNCTION convo.conversations(text, integer, timestamp with time zone, boolean, uuid) IS
+    'An owner''s conversations, latest activity first, keyset-paged (p_before, p_before_id: the last row of the previous page): a chat sidebar.';
+
+-- fail_receipt: pending to failed, with an HTTP-style status and an error
+-- code (the fill failed upstream, the mutation was refused, ...). An exact
+-- repeat is a no-op.
+CREATE OR REPLACE FUNCTION convo.fail_receipt(p_receipt_id uuid, p_http_status int, p_error_code text)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET debug_print_parse = off
+SET debug_print_rewritten = off
+SET debug_print_plan = off
+SET trace_sort = off
+SET plpgsql.print_strict_params = off
+SET plpgsql.extra_warnings = 'none'
+SET plpgsql.extra_errors = 'none'
+SET client_min_messages = notice
+AS $$
+BEGIN
+    PERFORM convo_private.settle_receipt(p_receipt_id, 'failed', p_http_status, p_error_code);
+END;
+$$;
+
+COMMENT ON FUNCTION convo.fail_receipt(uuid, int, text) IS 'Mark a pending receipt failed with an HTTP-style status and error code.';
 
 -- import_conversation: restores an export (export_conversation's document,
 -- version 3, or version 2, read as version 3 with no title, not archived, no
@@ -1118,6 +1219,61 @@ BEGIN
             p_head => v_root, p_head_reason => 'create');
     END IF;
     RETURN p_conversation_id;
+END;
+$$;
+
+-- settle_receipt: apply_receipt's and fail_receipt's one step, told apart
+-- by p_status: a pending receipt to 'applied' (its arguments valid, with
+-- a result reference, p_ref, and a 2xx status) or to 'failed' (an error
+-- code, p_ref, and a 4xx or 5xx status), found among the session owner's
+-- receipts (receipt_ref). An exact repeat is a no-op; a receipt settled
+-- otherwise is CV006.
+CREATE OR REPLACE FUNCTION convo_private.settle_receipt(
+    p_receipt_id  uuid,
+    p_status      text,
+    p_http_status int,
+    p_ref         text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_receipt convo.tool_receipts := convo_private.receipt_ref(p_receipt_id);
+    v_applied boolean := p_status = 'applied';
+    v_ref     text := CASE WHEN v_applied THEN 'p_result_ref' ELSE 'p_error_code' END;
+    v_now     timestamptz;  -- a value, not clock_timestamp() in the UPDATE: Citus refuses a volatile function there
+BEGIN
+    IF p_ref IS NULL OR p_ref = '' OR p_http_status IS NULL
+       OR v_applied AND p_http_status NOT BETWEEN 200 AND 299
+       OR NOT v_applied AND p_http_status NOT BETWEEN 400 AND 599 THEN
+        RAISE EXCEPTION '% and a % p_http_status are required', v_ref, (CASE WHEN v_applied THEN '2xx' ELSE '4xx or 5xx' END)
+            USING ERRCODE = 'CV011', DETAIL = format('receipt %s, http_status %s', p_receipt_id, p_http_status);
+    END IF;
+    IF length(p_ref) > convo.max_ref_length() THEN
+        RAISE EXCEPTION '% is longer than % characters', v_ref, convo.max_ref_length()
+            USING ERRCODE = 'CV010', DETAIL = format('receipt %s', p_receipt_id);
+    END IF;
+    IF v_receipt.status = p_status AND v_receipt.http_status = p_http_status
+       AND (CASE WHEN v_applied THEN v_receipt.result_ref ELSE v_receipt.error_code END) = p_ref THEN
+        RETURN;
+    END IF;
+    IF v_applied AND (v_receipt.status <> 'pending' OR v_receipt.arguments_valid IS NOT TRUE) THEN
+        RAISE EXCEPTION 'receipt % is % with % arguments: only a pending receipt with valid arguments is applied',
+                p_receipt_id, v_receipt.status,
+                CASE v_receipt.arguments_valid WHEN true THEN 'valid' WHEN false THEN 'invalid' ELSE 'no' END
+            USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
+    END IF;
+    IF v_receipt.status <> 'pending' THEN
+        RAISE EXCEPTION 'receipt % is %: only a pending receipt fails', p_receipt_id, v_receipt.status
+            USING ERRCODE = 'CV006', DETAIL = format('receipt %s, status %s', p_receipt_id, v_receipt.status);
+    END IF;
+    v_now := clock_timestamp();
+    UPDATE convo.tool_receipts r
+       SET status = p_status, http_status = p_http_status, settled_at = v_now,
+           result_ref = CASE WHEN v_applied THEN p_ref ELSE r.result_ref END,
+           error_code = CASE WHEN v_applied THEN r.error_code ELSE p_ref END
+     WHERE r.owner_id = v_receipt.owner_id AND r.id = p_receipt_id;
+    PERFORM convo_private.notify_receipt(p_receipt_id, p_status, v_applied OR v_receipt.arguments IS NOT NULL);
 END;
 $$;
 

@@ -32,29 +32,18 @@ SET client_min_messages = notice
 AS $$
 BEGIN
     PERFORM convo_private.check_sidebar(p_owner_id, p_limit, p_before, p_archived, p_before_id);
-    IF p_before IS NULL THEN
-        RETURN QUERY
-        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
-          FROM convo.conversations c
-         WHERE c.owner_id = p_owner_id AND c.archived = p_archived
-         ORDER BY c.last_activity_at DESC, c.id DESC
-         LIMIT p_limit;
-    ELSIF p_before_id IS NULL THEN
-        RETURN QUERY
-        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
-          FROM convo.conversations c
-         WHERE c.owner_id = p_owner_id AND c.archived = p_archived AND c.last_activity_at < p_before
-         ORDER BY c.last_activity_at DESC, c.id DESC
-         LIMIT p_limit;
-    ELSE
-        RETURN QUERY
-        SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
-          FROM convo.conversations c
-         WHERE c.owner_id = p_owner_id AND c.archived = p_archived
-           AND (c.last_activity_at, c.id) < (p_before, p_before_id)
-         ORDER BY c.last_activity_at DESC, c.id DESC
-         LIMIT p_limit;
-    END IF;
+    -- One query for every page: the first page's key is past every row
+    -- ('infinity'), and p_before alone is before every row of that time
+    -- (the nil uuid), so one range scan serves all three.
+    RETURN QUERY
+    SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
+      FROM convo.conversations c
+     WHERE c.owner_id = p_owner_id AND c.archived = p_archived
+       AND (c.last_activity_at, c.id) < (coalesce(p_before, 'infinity'),
+                                         coalesce(p_before_id, CASE WHEN p_before IS NULL THEN 'ffffffff-ffff-ffff-ffff-ffffffffffff'
+                                                                    ELSE '00000000-0000-0000-0000-000000000000' END::uuid))
+     ORDER BY c.last_activity_at DESC, c.id DESC
+     LIMIT p_limit;
 END;
 $$;
 

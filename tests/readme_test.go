@@ -269,6 +269,12 @@ func TestReadme(t *testing.T) {
 		"compensated 500 {}, pending 700 {}")
 	requireEqual(t, "the receipt", queryRow[string](t, db,
 		`SELECT format('%s %s', status, http_status) FROM convo.tool_receipts WHERE owner_id = 'user-9'`), "applied 201")
+	// guide.md's everyday paths: streamed, regenerated, edited, switched
+	// to the old branch and back, each head move logged.
+	requireEqual(t, "the everyday paths' head log", queryRow[string](t, db,
+		`SELECT string_agg(l.reason, ' ' ORDER BY l.seq) FROM convo.conversation_head_log l
+		   JOIN convo.conversations c ON c.id = l.conversation_id WHERE c.owner_id = 'customer-11'`),
+		"create append append regenerate user_edit switch switch")
 	// Every conversation the documents create, by owner.
 	requireEqual(t, "conversations by owner", queryRow[string](t, db,
 		`SELECT string_agg(format('%s %s', owner_id, n), ', ' ORDER BY owner_id COLLATE "C")
@@ -289,10 +295,11 @@ func TestReadme(t *testing.T) {
 // readmeOwners is what the documents' session leaves, owner by owner:
 // README.md's shop conversation (customer-42) and purchase (customer-7);
 // deployment.md's pooled conversation (customer-42) and alice's; erasure.md's
-// exported one (customer-7); guide.md's sidebar (customer-3), rendered
-// request (customer-9) and live updates (user-live); importing.md's four
-// imports (customer-42); security.md's (customer-42).
-const readmeOwners = "alice 1, customer-3 3, customer-42 7, customer-7 2, customer-9 1, user-live 1"
+// exported one (customer-7); guide.md's everyday paths (customer-11),
+// sidebar (customer-3), rendered request (customer-9) and live updates
+// (user-live); importing.md's four imports (customer-42); security.md's
+// (customer-42).
+const readmeOwners = "alice 1, customer-11 1, customer-3 3, customer-42 7, customer-7 2, customer-9 1, user-live 1"
 
 // docLink matches a Markdown link to a file of the repository, with or
 // without an anchor: [text](target#anchor).

@@ -110,29 +110,7 @@ func describe(ctx context.Context, tx pgx.Tx, rel *relation) error {
 	}
 	rel.after, err = strings1(ctx, tx, `
 		SELECT s FROM (
-		    -- Indexes of their own (a key's or a unique constraint's is above).
-		    SELECT 1 AS o, i.indexrelid::regclass::text COLLATE "C" AS k, pg_get_indexdef(i.indexrelid) || ';' AS s
-		      FROM pg_index i
-		     WHERE i.indrelid = $1::regclass
-		       AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.conrelid = i.indrelid)
-		    UNION ALL
-		    SELECT 2, '', format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY;', $1)
-		      FROM pg_class c WHERE c.oid = $1::regclass AND c.relrowsecurity
-		    UNION ALL
-		    SELECT 2, ' ', format('ALTER TABLE %s FORCE ROW LEVEL SECURITY;', $1)
-		      FROM pg_class c WHERE c.oid = $1::regclass AND c.relforcerowsecurity
-		    UNION ALL
-		    SELECT 3, p.polname COLLATE "C",
-		           format('CREATE POLICY %I ON %s AS %s FOR %s TO %s', p.polname, $1,
-		                  CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
-		                  CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE'
-		                                WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
-		                  (SELECT string_agg(CASE WHEN r = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(r)) END, ', '
-		                                     ORDER BY CASE WHEN r = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(r)::text END COLLATE "C")
-		                     FROM unnest(p.polroles) AS r))
-		           || coalesce(' USING (' || pg_get_expr(p.polqual, p.polrelid, true) || ')', '')
-		           || coalesce(' WITH CHECK (' || pg_get_expr(p.polwithcheck, p.polrelid, true) || ')', '') || ';'
-		      FROM pg_policy p WHERE p.polrelid = $1::regclass
+		    `+indexesAndRowSecurity+`
 		    UNION ALL
 		    -- Grants, one statement per grantee (the owner's own are implied).
 		    SELECT 4, g.grantee COLLATE "C", format('GRANT %s ON %s TO %s;', g.privileges, $1, g.grantee)
@@ -173,6 +151,34 @@ func describe(ctx context.Context, tx pgx.Tx, rel *relation) error {
 		) x ORDER BY x.o, x.k`, qualified)
 	return err
 }
+
+// indexesAndRowSecurity is the part of a table's description, as rows
+// (o, k, s) of a union, that both docs/schema.md and tables.sql print: its
+// own indexes (o 1), row-level security (2) and policies (3); $1 names the
+// table.
+const indexesAndRowSecurity = `-- Indexes of their own (a key's or a unique constraint's is above).
+		    SELECT 1 AS o, i.indexrelid::regclass::text COLLATE "C" AS k, pg_get_indexdef(i.indexrelid) || ';' AS s
+		      FROM pg_index i
+		     WHERE i.indrelid = $1::regclass
+		       AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.conrelid = i.indrelid)
+		    UNION ALL
+		    SELECT 2, '', format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY;', $1)
+		      FROM pg_class c WHERE c.oid = $1::regclass AND c.relrowsecurity
+		    UNION ALL
+		    SELECT 2, ' ', format('ALTER TABLE %s FORCE ROW LEVEL SECURITY;', $1)
+		      FROM pg_class c WHERE c.oid = $1::regclass AND c.relforcerowsecurity
+		    UNION ALL
+		    SELECT 3, p.polname COLLATE "C",
+		           format('CREATE POLICY %I ON %s AS %s FOR %s TO %s', p.polname, $1,
+		                  CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
+		                  CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE'
+		                                WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
+		                  (SELECT string_agg(CASE WHEN r = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(r)) END, ', '
+		                                     ORDER BY CASE WHEN r = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(r)::text END COLLATE "C")
+		                     FROM unnest(p.polroles) AS r))
+		           || coalesce(' USING (' || pg_get_expr(p.polqual, p.polrelid, true) || ')', '')
+		           || coalesce(' WITH CHECK (' || pg_get_expr(p.polwithcheck, p.polrelid, true) || ')', '') || ';'
+		      FROM pg_policy p WHERE p.polrelid = $1::regclass`
 
 func renderSchema(rels []relation) string {
 	var b strings.Builder

@@ -192,28 +192,7 @@ func tableText(ctx context.Context, tx pgx.Tx, qualified string) (body, keys str
 	}
 	after, err := strings1(ctx, tx, `
 		SELECT s FROM (
-		    SELECT 1 AS o, i.indexrelid::regclass::text COLLATE "C" AS k, pg_get_indexdef(i.indexrelid) || ';' AS s
-		      FROM pg_index i
-		     WHERE i.indrelid = $1::regclass
-		       AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.conrelid = i.indrelid)
-		    UNION ALL
-		    SELECT 2, '', format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY;', $1)
-		      FROM pg_class c WHERE c.oid = $1::regclass AND c.relrowsecurity
-		    UNION ALL
-		    SELECT 2, ' ', format('ALTER TABLE %s FORCE ROW LEVEL SECURITY;', $1)
-		      FROM pg_class c WHERE c.oid = $1::regclass AND c.relforcerowsecurity
-		    UNION ALL
-		    SELECT 3, p.polname COLLATE "C",
-		           format('CREATE POLICY %I ON %s AS %s FOR %s TO %s', p.polname, $1,
-		                  CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
-		                  CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE'
-		                                WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
-		                  (SELECT string_agg(CASE WHEN r = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(r)) END, ', '
-		                                     ORDER BY CASE WHEN r = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(r)::text END COLLATE "C")
-		                     FROM unnest(p.polroles) AS r))
-		           || coalesce(' USING (' || pg_get_expr(p.polqual, p.polrelid, true) || ')', '')
-		           || coalesce(' WITH CHECK (' || pg_get_expr(p.polwithcheck, p.polrelid, true) || ')', '') || ';'
-		      FROM pg_policy p WHERE p.polrelid = $1::regclass
+		    `+indexesAndRowSecurity+`
 		    UNION ALL
 		    SELECT 4, '', format('COMMENT ON TABLE %s IS %L;', $1::text, obj_description($1::regclass, 'pg_class'))
 		     WHERE obj_description($1::regclass, 'pg_class') IS NOT NULL

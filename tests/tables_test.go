@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +58,7 @@ func TestDatabaseFromFilesMatchesMigrations(t *testing.T) {
 	run := func(what, text string) error {
 		_, err := conn.Exec(ctx, text, pgx.QueryExecModeSimpleProtocol)
 		if err != nil {
-			return &buildError{what, err}
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		return nil
 	}
@@ -126,14 +127,6 @@ func TestDatabaseFromFilesMatchesMigrations(t *testing.T) {
 			apidocs.Command, diff)
 	}
 }
-
-// buildError is a file that did not apply.
-type buildError struct {
-	what string
-	err  error
-}
-
-func (e *buildError) Error() string { return e.what + ": " + e.err.Error() }
 
 // TestGuideTriggerTableUpToDate holds docs/guide.md's table of triggers to
 // convo_private.package_triggers(), the list they are created from.

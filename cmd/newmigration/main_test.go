@@ -138,3 +138,27 @@ func TestTextsNeverActAsTheOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanCreatesTheListedTriggersAgain: a migration that changes the
+// list of the package's triggers ends its objects by creating them again,
+// and so does its down, with the list it restores; unless the function
+// that creates them is new there, and is dropped going down.
+func TestPlanCreatesTheListedTriggersAgain(t *testing.T) {
+	list := func(why string) object {
+		return object{"private", triggerList, "-- package_triggers: " + why + "\nCREATE OR REPLACE FUNCTION convo_private.package_triggers()\nRETURNS int\nLANGUAGE sql\nRETURN 1;\n"}
+	}
+	creator := object{"private", createTriggers, "-- create_triggers: x.\nCREATE OR REPLACE FUNCTION convo_private.create_triggers() RETURNS void LANGUAGE plpgsql AS $$ BEGIN END $$;\n"}
+	old := list("old.").text + "\n" + creator.text
+	up, down := plan([]object{list("new."), creator}, []string{old})
+	if up[len(up)-1] != createTriggersCall || down[len(down)-1] != createTriggersCall {
+		t.Fatalf("a changed list: up ends %q, down ends %q; want both %q", up[len(up)-1], down[len(down)-1], createTriggersCall)
+	}
+	up, down = plan([]object{list("new."), creator}, []string{list("old.").text})
+	if up[len(up)-1] != createTriggersCall || strings.Contains(strings.Join(down, "\n"), createTriggersCall) {
+		t.Fatalf("a changed list with a new creator: up %q, down %q; want the call in the up only", up, down)
+	}
+	up, _ = plan([]object{list("old."), creator}, []string{old + "\n-- f: x.\nSELECT 1;\n"})
+	if up != nil {
+		t.Fatalf("nothing changed, yet the plan is %q", up)
+	}
+}

@@ -204,7 +204,7 @@ func TestAPIDocsGroups(t *testing.T) {
 			order = append(order, title)
 		}
 	}
-	wantOrder := []string{tree, "Generations and provider requests", "Tools and effects", "Receipts", imports, "Erasure", "Operations"}
+	wantOrder := []string{tree, "Search", "Generations and provider requests", "Tools and effects", "Receipts", imports, "Erasure", "Operations"}
 	if strings.Join(order, "|") != strings.Join(wantOrder, "|") {
 		t.Errorf("groups in the order %q, want %q", order, wantOrder)
 	}

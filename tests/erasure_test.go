@@ -75,6 +75,8 @@ var erasureColumns = map[string]string{
 	"tool_receipts.result_ref":        "external reference",
 	"erasures.owner_id":               "id",
 	"owner_holds.owner_id":            "id",
+	"settings.set_by":                 "who",
+	"settings.search_config":          "shape (a setting)",
 	"erasures.reason":                 "the record of the erasure",
 	"erasures.erased_by":              "who",
 	"erasure_places.owner_id":         "id",

@@ -275,6 +275,18 @@ func TestReadme(t *testing.T) {
 		`SELECT string_agg(l.reason, ' ' ORDER BY l.seq) FROM convo.conversation_head_log l
 		   JOIN convo.conversations c ON c.id = l.conversation_id WHERE c.owner_id = 'customer-11'`),
 		"create append append regenerate user_edit switch switch")
+	// guide.md's stop, delete and search: the stopped answer kept, marked
+	// incomplete, and continued; the deleted chat brought back, both logged.
+	requireEqual(t, "the stopped answer and its continuation", queryRow[string](t, db,
+		`SELECT string_agg(m.role || CASE WHEN m.incomplete THEN ' (incomplete)' ELSE '' END, ', ' ORDER BY m.depth)
+		   FROM convo.messages m JOIN convo.conversations c ON c.id = m.conversation_id
+		  WHERE c.owner_id = 'customer-12' AND m.conversation_id = (SELECT g.conversation_id FROM convo.generations g
+		                                                            WHERE g.state = 'cancelled' AND g.message_id IS NOT NULL)`),
+		"system, user, assistant (incomplete), assistant")
+	requireEqual(t, "the deleted chat's log", queryRow[string](t, db,
+		`SELECT string_agg(x.old_value || '>' || x.new_value, ' ' ORDER BY x.seq) FROM convo.conversation_changes x
+		   JOIN convo.conversations c ON c.id = x.conversation_id WHERE c.owner_id = 'customer-12' AND x.field = 'deleted'`),
+		"false>true true>false")
 	// Every conversation the documents create, by owner.
 	requireEqual(t, "conversations by owner", queryRow[string](t, db,
 		`SELECT string_agg(format('%s %s', owner_id, n), ', ' ORDER BY owner_id COLLATE "C")
@@ -295,11 +307,12 @@ func TestReadme(t *testing.T) {
 // readmeOwners is what the documents' session leaves, owner by owner:
 // README.md's shop conversation (customer-42) and purchase (customer-7);
 // deployment.md's pooled conversation (customer-42) and alice's; erasure.md's
-// exported one (customer-7); guide.md's everyday paths (customer-11),
+// exported one (customer-7); guide.md's everyday paths (customer-11, and
+// customer-12's stopped answer and deleted chat),
 // sidebar (customer-3), rendered request (customer-9) and live updates
 // (user-live); importing.md's four imports (customer-42); security.md's
 // (customer-42).
-const readmeOwners = "alice 1, customer-11 1, customer-3 3, customer-42 7, customer-7 2, customer-9 1, user-live 1"
+const readmeOwners = "alice 1, customer-11 1, customer-12 2, customer-3 3, customer-42 7, customer-7 2, customer-9 1, user-live 1"
 
 // docLink matches a Markdown link to a file of the repository, with or
 // without an anchor: [text](target#anchor).

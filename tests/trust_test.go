@@ -21,13 +21,16 @@ import (
 var apiFunctions = []string{
 	"alternatives", "append_message", "apply_receipt", "archive_conversation", "args_errors",
 	"begin_generation", "begin_receipt", "cancel_generation", "compensate_effect", "complete_generation",
-	"confirm_effect", "conversations", "create_conversation", "decline_effect", "edit_and_resend",
-	"effect_for_call", "erase_conversation", "erase_owner", "expire_receipts", "export_conversation",
+	"confirm_effect", "conversations", "create_conversation", "decline_effect", "delete_conversation",
+	"deletion_retention", "edit_and_resend", "effect_for_call", "erase_conversation", "erase_due", "erase_owner",
+	"expire_receipts", "export_conversation",
 	"fail_generation", "fail_receipt", "fill_receipt", "generation_stale_after", "head_at", "head_history",
 	"import_chatgpt", "import_conversation", "import_history", "import_librechat", "import_openwebui",
 	"max_detail_bytes", "max_message_bytes", "max_metadata_bytes", "max_part_bytes", "max_ref_length",
 	"max_request_bytes", "max_tool_input_bytes", "move_head", "path", "path_at", "regenerate", "register_tool",
-	"request_digest", "request_messages", "self_check", "set_title", "settle_effect", "unarchive_conversation",
+	"request_digest", "request_messages", "restore_deleted_conversation", "search_config", "search_conversations",
+	"self_check", "set_deletion_retention", "set_search_config", "set_title", "settle_effect",
+	"unarchive_conversation",
 }
 
 // TestSchemaConvoIsTheAPI: \df convo.* lists the contract and nothing else;

@@ -119,9 +119,16 @@ func groups() []Group {
 				"move the head and read the path from the root to the head, now or at a past time.",
 			Names: []string{
 				"create_conversation", "conversations", "set_title", "archive_conversation", "unarchive_conversation",
-				"append_message", "edit_and_resend", "regenerate", "move_head",
+				"delete_conversation", "restore_deleted_conversation", "append_message", "edit_and_resend", "regenerate", "move_head",
 				"path", "path_at", "head_at", "head_history", "alternatives", "message_parts",
 			},
+		},
+		{
+			Title:   "Search",
+			Domains: []string{"search"},
+			Intro: "Full-text search of an owner's messages with PostgreSQL's own text search, under one text search " +
+				"configuration (the language) the DBA chooses.",
+			Names: []string{"search_conversations", "search_config", "set_search_config"},
 		},
 		{
 			Title:   "Generations and provider requests",
@@ -166,7 +173,7 @@ func groups() []Group {
 				"nothing is deduplicated against the erased content: a later tool call's keys carry the conversation's " +
 				"key epoch (its erasures), so no guess of erased arguments is reused or collides, and a repeat of an " +
 				"erased receipt's key is `CV009` whatever its request (docs/erasure.md).",
-			Names: []string{"erase_conversation", "erase_owner"},
+			Names: []string{"erase_conversation", "erase_owner", "erase_due", "deletion_retention", "set_deletion_retention"},
 		},
 		{
 			Title:   "Operations",

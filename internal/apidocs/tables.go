@@ -12,31 +12,33 @@ import (
 // Domains are sql/'s folders, in the order a database is built from them;
 // TableDomains places each table of convo and convo_private in one.
 // GenerateTables fails naming a table none holds.
-var Domains = []string{"access", "tree", "sidebar", "generations", "ledger", "receipts", "imports", "erasure", "operations"}
+var Domains = []string{"access", "tree", "sidebar", "search", "generations", "ledger", "receipts", "imports", "erasure", "operations"}
 
 // TableDomains is the domain of each table, and of each composite type.
 var TableDomains = map[string]string{
-	"convo.conversations":         "tree",
-	"convo.messages":              "tree",
-	"convo.conversation_head_log": "tree",
-	"convo.live_path":             "tree",
-	"convo.keyed_parts":           "tree",
-	"convo_private.owner_holds":   "tree",
-	"convo.conversation_changes":  "sidebar",
-	"convo.generations":           "generations",
-	"convo.tools":                 "ledger",
-	"convo.effect_transitions":    "ledger",
-	"convo.tool_effects":          "ledger",
-	"convo.tool_effect_calls":     "ledger",
-	"convo.tool_effect_events":    "ledger",
-	"convo.tool_receipts":         "receipts",
-	"convo.imports":               "imports",
-	"convo.import_origins":        "imports",
-	"convo.erasures":              "erasure",
-	"convo.erasure_places":        "erasure",
-	"convo.owner_erasures":        "erasure",
-	"convo_private.digest_key":    "erasure",
-	"convo_private.new_message":   "tree",
+	"convo.conversations":          "tree",
+	"convo.messages":               "tree",
+	"convo.conversation_head_log":  "tree",
+	"convo.live_path":              "tree",
+	"convo.keyed_parts":            "tree",
+	"convo_private.owner_holds":    "tree",
+	"convo.conversation_changes":   "sidebar",
+	"convo.generations":            "generations",
+	"convo.tools":                  "ledger",
+	"convo.effect_transitions":     "ledger",
+	"convo.tool_effects":           "ledger",
+	"convo.tool_effect_calls":      "ledger",
+	"convo.tool_effect_events":     "ledger",
+	"convo.tool_receipts":          "receipts",
+	"convo.imports":                "imports",
+	"convo.import_origins":         "imports",
+	"convo.erasures":               "erasure",
+	"convo.erasure_places":         "erasure",
+	"convo.owner_erasures":         "erasure",
+	"convo_private.digest_key":     "erasure",
+	"convo_private.settings":       "operations",
+	"convo_private.message_search": "search",
+	"convo_private.new_message":    "tree",
 }
 
 // TablesPath is a domain's tables.sql, from the repository's root.

@@ -71,8 +71,8 @@ func TestRunTiny(t *testing.T) {
 	if len(res.Chart) != len(cfg.ChartDepths) {
 		t.Errorf("%d chart points, want %d", len(res.Chart), len(cfg.ChartDepths))
 	}
-	if len(res.Growth) != 5 {
-		t.Errorf("%d growth cases, want 5", len(res.Growth))
+	if len(res.Growth) != 7 {
+		t.Errorf("%d growth cases, want 7", len(res.Growth))
 	}
 	for _, g := range res.Growth {
 		if g.T1 <= 0 || g.T2 <= 0 || g.N2 != 4*g.N1 {

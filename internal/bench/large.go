@@ -81,6 +81,10 @@ func (r *run) large(ctx context.Context) ([]Growth, error) {
 		{"one effectful tool call at conversation depth N (the fork point walk)", "1x", r.scaled(1000), r.deepCall},
 		{"the next effectful tool call of an agent turn of N calls and their results", "1x", r.scaled(250), r.longTurn},
 		{"`alternatives` on a message with N siblings (after ANALYZE)", "4x", r.scaled(500), r.manySiblings},
+		{"`search_conversations`, the first 20 of a word in one message of each of an owner's N conversations of 200 messages",
+			"4x", r.scaled(100), r.searchCommon},
+		{"`search_conversations`, a word in 20 messages of an owner's N conversations of 200 messages", "1x",
+			r.scaled(100), r.searchRare},
 	} {
 		g := Growth{Case: c.name, N1: c.n, N2: 4 * c.n, Goal: c.goal}
 		var note1, note2 string
@@ -256,6 +260,62 @@ func (r *run) manySiblings(ctx context.Context, n int) (time.Duration, string, e
 			return 0, "", err
 		}
 		ts = append(ts, t)
+	}
+	return median(ts), "", nil
+}
+
+// searchCommon times search_conversations (the median of 5) for a word in
+// one message of each of an owner's n conversations of 200 messages: n
+// matches ranked for a page of 20. The owner is n's own (searchRare reads
+// the same one), and the index holds the other n's documents too.
+func (r *run) searchCommon(ctx context.Context, n int) (time.Duration, string, error) {
+	return r.timeSearch(ctx, n, "zephyr")
+}
+
+// searchRare times search_conversations (the median of 5) for a word in 20
+// messages of an owner's n conversations of 200 messages: the same 20
+// matches at any n.
+func (r *run) searchRare(ctx context.Context, n int) (time.Duration, string, error) {
+	return r.timeSearch(ctx, n, "quokka")
+}
+
+// timeSearch times the first page of a search for word as the application
+// runs it, in the conversations of an owner of n's own: n of them, loaded
+// on first use (bench.add_searchable: every one names zephyr, 20 of them
+// quokka).
+func (r *run) timeSearch(ctx context.Context, n int, word string) (time.Duration, string, error) {
+	owner := fmt.Sprintf("search-%d", n)
+	var have int
+	if err := r.env.admin.QueryRow(ctx, `SELECT count(*) FROM convo.conversations WHERE owner_id = $1`, owner).Scan(&have); err != nil {
+		return 0, "", err
+	}
+	if have == 0 {
+		if _, err := r.env.admin.Exec(ctx, `SELECT bench.add_searchable($1, $2, 'zephyr', 'quokka', 20)`, owner, n); err != nil {
+			return 0, "", err
+		}
+		if _, err := r.env.admin.Exec(ctx, `VACUUM ANALYZE convo_private.message_search, convo.conversations, convo.messages`); err != nil {
+			return 0, "", err
+		}
+	}
+	var ts []time.Duration
+	var found int
+	for i := 0; i < 5; i++ {
+		conn, err := r.app.Acquire(ctx)
+		if err != nil {
+			return 0, "", err
+		}
+		start := time.Now()
+		err = inOwnerTx(ctx, conn.Conn(), owner, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `SELECT count(*) FROM convo.search_conversations($1, $2)`, owner, word).Scan(&found)
+		})
+		ts = append(ts, time.Since(start))
+		conn.Release()
+		if err != nil {
+			return 0, "", err
+		}
+	}
+	if want := min(20, n); found != want {
+		return 0, "", fmt.Errorf("search for %s found %d, want %d", word, found, want)
 	}
 	return median(ts), "", nil
 }

@@ -94,6 +94,40 @@ BEGIN
 END;
 $$;
 
+-- add_searchable: p_count conversations of p_owner, each of 200 messages
+-- (user and assistant in turn, a sentence each) written in one call of
+-- the tree's write path, as an import writes a conversation, the head then
+-- moved to the last; message 100
+-- of each holds the word p_word, and of the first p_rare_count also
+-- p_rare_word. For search_conversations.
+CREATE FUNCTION bench.add_searchable(p_owner text, p_count int, p_word text, p_rare_word text, p_rare_count int)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_conv uuid;
+    v_ids  uuid[];
+BEGIN
+    FOR i IN 1 .. p_count LOOP
+        v_conv := convo.create_conversation(p_owner, NULL);
+        v_ids := ARRAY(SELECT gen_random_uuid() FROM generate_series(1, 200));
+        PERFORM convo_private.write_messages(v_conv, NULL,
+            convo_private.new_messages(
+                v_ids,
+                ARRAY(SELECT CASE WHEN k > 1 THEN v_ids[k - 1] END FROM generate_series(1, 200) k),
+                ARRAY(SELECT CASE WHEN k % 2 = 1 THEN 'user' ELSE 'assistant' END FROM generate_series(1, 200) k),
+                ARRAY(SELECT jsonb_build_array(jsonb_build_object('type', 'text', 'text',
+                          format('Message %s of conversation %s talks about topic %s and the weather%s%s.', k, i, k % 50,
+                                 CASE WHEN k = 100 THEN ' and ' || p_word ELSE '' END,
+                                 CASE WHEN k = 100 AND i <= p_rare_count THEN ' and ' || p_rare_word ELSE '' END)))
+                        FROM generate_series(1, 200) k),
+                array_fill(NULL::text, ARRAY[200]), array_fill(NULL::timestamptz, ARRAY[200])));
+        -- The head through the API, which alone moves a conversation's activity.
+        PERFORM convo.move_head(v_conv, v_ids[200]);
+    END LOOP;
+END;
+$$;
+
 -- add_siblings: p_count edits of one user message, for alternatives.
 CREATE FUNCTION bench.add_siblings(p_conversation_id uuid, p_message_id uuid, p_count int, p_text text)
 RETURNS void

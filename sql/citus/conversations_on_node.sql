@@ -1,6 +1,7 @@
 -- conversations_on_node: conversations() on one node, its part of a
 -- sidebar page: the arguments checked (check_sidebar), then the page read
--- from each of the node's shards of convo.conversations, each at most
+-- from each of the node's shards of convo.conversations (neither deleted nor
+-- erased, as conversations() reads them), each at most
 -- p_limit rows; route_conversations merges the nodes' parts. p_key only
 -- names the node (node_keys).
 CREATE OR REPLACE FUNCTION convo_node.conversations_on_node(
@@ -24,7 +25,7 @@ BEGIN
         RETURN QUERY EXECUTE format(
             'SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
                FROM %s c
-              WHERE c.owner_id = $1 AND c.archived = $2%s
+              WHERE c.owner_id = $1 AND c.archived = $2 AND c.deleted_at IS NULL AND c.erased_at IS NULL%s
               ORDER BY c.last_activity_at DESC, c.id DESC
               LIMIT $5', v_shard,
             CASE WHEN p_before IS NOT NULL

@@ -1,6 +1,7 @@
 -- distribute_tables: pgconvo's tables spread over a Citus cluster, each
 -- beside what it is read with: a conversation's rows (its messages, head
--- log, live path, generations, ledger, imports, changes, erasures) on the
+-- log, live path, generations, ledger, imports, changes, erasures, search
+-- index) on the
 -- node of its id; an owner's receipts, their erasures and the owner's hold
 -- on the node of the owner; the allowlist, the effect state machine and the digest key, which
 -- every node reads, on every node. Citus distributes a table only without
@@ -38,13 +39,15 @@ BEGIN
     END LOOP;
 
     PERFORM create_reference_table(t)
-       FROM unnest(ARRAY['convo.tools', 'convo.effect_transitions', 'convo_private.digest_key']::regclass[]) AS t;
+       FROM unnest(ARRAY['convo.tools', 'convo.effect_transitions', 'convo_private.digest_key',
+                         'convo_private.settings']::regclass[]) AS t;
     PERFORM create_distributed_table('convo.conversations', 'id');
     PERFORM create_distributed_table(t, 'conversation_id', colocate_with => 'convo.conversations')
        FROM unnest(ARRAY['convo.messages', 'convo.conversation_head_log', 'convo.live_path', 'convo.generations',
                          'convo.keyed_parts', 'convo.tool_effects', 'convo.tool_effect_calls',
                          'convo.tool_effect_events', 'convo.imports', 'convo.import_origins',
-                         'convo.conversation_changes', 'convo.erasures', 'convo.erasure_places']::regclass[]) WITH ORDINALITY AS u (t, n)
+                         'convo.conversation_changes', 'convo.erasures', 'convo.erasure_places',
+                         'convo_private.message_search']::regclass[]) WITH ORDINALITY AS u (t, n)
       ORDER BY n;
     PERFORM create_distributed_table('convo.tool_receipts', 'owner_id');
     PERFORM create_distributed_table(t, 'owner_id', colocate_with => 'convo.tool_receipts')

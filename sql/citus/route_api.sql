@@ -7,7 +7,8 @@
 -- (route_erase_owner), register_tool on the coordinator's copy of the
 -- allowlist and from there on every worker's (route_register_tool), the
 -- stale lists and the receipts' sweep a node at a time (route_view_rows,
--- route_expire_receipts); the imports and self_check refuse there
+-- route_expire_receipts); the imports, self_check, erase_due and search
+-- refuse there
 -- (refuse_distributed). What is not listed here runs as it does on one
 -- server. No function keeps plan_cache_mode = force_generic_plan or
 -- force_custom_plan: Citus cannot plan a generic plan's parameters in the
@@ -36,7 +37,8 @@ BEGIN
                          'set_title', 'archive_conversation', 'unarchive_conversation', 'export_conversation',
                          'begin_generation', 'complete_generation', 'fail_generation', 'cancel_generation',
                          'effect_for_call', 'settle_effect', 'compensate_effect', 'confirm_effect',
-                         'decline_effect', 'erase_conversation']) WITH ORDINALITY AS u (f, n)
+                         'decline_effect', 'erase_conversation', 'delete_conversation',
+                         'restore_deleted_conversation']) WITH ORDINALITY AS u (f, n)
       ORDER BY n;
     PERFORM convo_node.route('begin_receipt', 'p_owner_id', 'convo.tool_receipts');
     PERFORM convo_node.route(f, NULL, 'convo.tool_receipts')
@@ -50,7 +52,8 @@ BEGIN
     PERFORM convo_node.route_expire_receipts();
     PERFORM convo_node.refuse_distributed(f)
        FROM unnest(ARRAY['import_chatgpt', 'import_openwebui', 'import_librechat', 'import_conversation',
-                         'import_history', 'self_check']) WITH ORDINALITY AS u (f, n)
+                         'import_history', 'self_check', 'erase_due', 'search_conversations',
+                         'set_search_config']) WITH ORDINALITY AS u (f, n)
       ORDER BY n;
 END;
 $$;

@@ -23,10 +23,15 @@ CREATE TABLE convo.generations (
     import_id uuid,
     CONSTRAINT generations_pkey PRIMARY KEY (conversation_id, id),
     CONSTRAINT generations_check CHECK ((state = 'streaming'::text) = (finished_at IS NULL)),
-    CONSTRAINT generations_check1 CHECK ((state = 'completed'::text) = (message_id IS NOT NULL)),
     CONSTRAINT generations_check2 CHECK ((state = 'completed'::text) = (usage IS NOT NULL)),
     CONSTRAINT generations_check3 CHECK ((state = 'failed'::text) = (error_code IS NOT NULL)),
     CONSTRAINT generations_check4 CHECK ((state = 'failed'::text) = (error IS NOT NULL)),
+    CONSTRAINT generations_message_check CHECK (
+CASE state
+    WHEN 'completed'::text THEN message_id IS NOT NULL
+    WHEN 'streaming'::text THEN message_id IS NULL
+    ELSE true
+END),
     CONSTRAINT generations_model_check CHECK (model <> ''::text),
     CONSTRAINT generations_params_check CHECK (jsonb_typeof(params) = 'object'::text),
     CONSTRAINT generations_state_check CHECK (state = ANY (ARRAY['streaming'::text, 'completed'::text, 'failed'::text, 'cancelled'::text]))

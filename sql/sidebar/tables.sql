@@ -15,13 +15,13 @@ CREATE TABLE convo.conversation_changes (
     source_seq bigint,
     import_id uuid,
     CONSTRAINT conversation_changes_pkey PRIMARY KEY (conversation_id, seq),
-    CONSTRAINT conversation_changes_archived_check CHECK (field <> 'archived'::text OR (old_value = ANY (ARRAY['true'::text, 'false'::text])) AND (new_value = ANY (ARRAY['true'::text, 'false'::text])) AND old_value <> new_value),
-    CONSTRAINT conversation_changes_field_check CHECK (field = ANY (ARRAY['title'::text, 'archived'::text])),
+    CONSTRAINT conversation_changes_field_check CHECK (field = ANY (ARRAY['title'::text, 'archived'::text, 'deleted'::text])),
+    CONSTRAINT conversation_changes_flag_check CHECK ((field <> ALL (ARRAY['archived'::text, 'deleted'::text])) OR (old_value = ANY (ARRAY['true'::text, 'false'::text])) AND (new_value = ANY (ARRAY['true'::text, 'false'::text])) AND old_value <> new_value),
     CONSTRAINT conversation_changes_title_length CHECK (length(old_value) <= 1000 AND length(new_value) <= 1000)
 );
 ALTER TABLE convo.conversation_changes ENABLE ROW LEVEL SECURITY;
 CREATE POLICY conversation_changes_reader_reads_all ON convo.conversation_changes AS PERMISSIVE FOR SELECT TO convo_reader USING (true);
-COMMENT ON TABLE convo.conversation_changes IS 'Every change of a conversation''s title or archive state: seq per conversation, old and new value, who and when; append-only (erasure empties titles).';
+COMMENT ON TABLE convo.conversation_changes IS 'Every change of a conversation''s title, archive state or deletion: seq per conversation, old and new value, who and when; append-only (erasure empties titles).';
 
 -- Foreign keys, added once every domain's tables exist.
 

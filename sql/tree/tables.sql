@@ -10,9 +10,10 @@ CREATE TYPE convo_private.new_message AS (
     role text,
     parts jsonb,
     branch_reason text,
-    created_at timestamp with time zone
+    created_at timestamp with time zone,
+    incomplete boolean
 );
-COMMENT ON TYPE convo_private.new_message IS 'A message for write_messages to add: its id, parent (NULL: a root), role, parts, the branch reason asked for and its time (NULL: now).';
+COMMENT ON TYPE convo_private.new_message IS 'A message for write_messages to add: its id, parent (NULL: a root), role, parts, the branch reason asked for, its time (NULL: now) and whether it is an answer cut short.';
 
 CREATE TABLE convo.conversation_head_log (
     conversation_id uuid NOT NULL,
@@ -41,17 +42,20 @@ CREATE TABLE convo.conversations (
     title text,
     archived boolean DEFAULT false NOT NULL,
     last_activity_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    deleted_at timestamp with time zone,
+    erased_at timestamp with time zone,
     CONSTRAINT conversations_pkey PRIMARY KEY (id),
     CONSTRAINT conversations_metadata_check CHECK (jsonb_typeof(metadata) = 'object'::text),
     CONSTRAINT conversations_owner_id_check CHECK (owner_id <> ''::text),
     CONSTRAINT conversations_owner_id_length CHECK (length(owner_id) <= 255),
     CONSTRAINT conversations_title_length CHECK (length(title) <= 1000)
 );
+CREATE INDEX conversations_due_idx ON convo.conversations USING btree (deleted_at) WHERE ((deleted_at IS NOT NULL) AND (erased_at IS NULL));
 CREATE INDEX conversations_owner_idx ON convo.conversations USING btree (owner_id, created_at);
-CREATE INDEX conversations_sidebar_idx ON convo.conversations USING btree (owner_id, archived, last_activity_at DESC, id DESC);
+CREATE INDEX conversations_sidebar_idx ON convo.conversations USING btree (owner_id, archived, last_activity_at DESC, id DESC) WHERE ((deleted_at IS NULL) AND (erased_at IS NULL));
 ALTER TABLE convo.conversations ENABLE ROW LEVEL SECURITY;
 CREATE POLICY conversations_reader_reads_all ON convo.conversations AS PERMISSIVE FOR SELECT TO convo_reader USING (true);
-COMMENT ON TABLE convo.conversations IS 'One conversation: its owner, its head (the live leaf), title, archive state, last activity and metadata; the head, title and archive state change through the API (a direct UPDATE is logged); never deleted.';
+COMMENT ON TABLE convo.conversations IS 'One conversation: its owner, its head (the live leaf), title, archive state, deletion, first erasure, last activity and metadata; the head, title, archive state and deletion change through the API (a direct UPDATE is logged); never deleted as a row.';
 
 CREATE TABLE convo.keyed_parts (
     conversation_id uuid NOT NULL,
@@ -98,6 +102,7 @@ CREATE TABLE convo.messages (
     parts jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     import_id uuid,
+    incomplete boolean DEFAULT false NOT NULL,
     CONSTRAINT messages_pkey PRIMARY KEY (conversation_id, id),
     CONSTRAINT messages_branch_key UNIQUE (conversation_id, branch_id, depth),
     CONSTRAINT messages_sibling_key UNIQUE NULLS NOT DISTINCT (conversation_id, parent_id, sibling_index),
@@ -107,6 +112,7 @@ CREATE TABLE convo.messages (
     CONSTRAINT messages_check2 CHECK ((sibling_index = 1) = (branch_reason IS NULL)),
     CONSTRAINT messages_check3 CHECK ((branch_id = id) = (parent_id IS NULL OR sibling_index > 1)),
     CONSTRAINT messages_depth_check CHECK (depth >= 0),
+    CONSTRAINT messages_incomplete_check CHECK (NOT incomplete OR role = 'assistant'::text AND NOT parts @> '[{"type": "tool_use"}]'::jsonb),
     CONSTRAINT messages_parts_check CHECK (jsonb_typeof(parts) = 'array'::text AND jsonb_array_length(parts) > 0),
     CONSTRAINT messages_role_check CHECK (role = ANY (ARRAY['system'::text, 'user'::text, 'assistant'::text, 'tool'::text])),
     CONSTRAINT messages_sibling_index_check CHECK (sibling_index >= 1)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgconvo/pgconvo/internal/pgtest"
@@ -13,7 +14,8 @@ import (
 )
 
 // TestImportsAndSelfCheckRefuseOnDistributedDatabase: what does not run on
-// a distributed database yet (the imports, self_check) says so with
+// a distributed database yet (the imports, self_check, the sweep of deleted
+// conversations, search and its configuration) says so with
 // feature_not_supported (0A000), to the roles that may call it, and
 // changes nothing; `migrate verify` passes the reason on.
 func TestImportsAndSelfCheckRefuseOnDistributedDatabase(t *testing.T) {
@@ -25,7 +27,7 @@ func TestImportsAndSelfCheckRefuseOnDistributedDatabase(t *testing.T) {
 	ctx := context.Background()
 	app := pgtest.LoginAs(t, n.pool, "convo_app")
 	admin := pgtest.LoginAs(t, n.pool, "convo_admin")
-	treeStory(t, app, "alice")
+	conv, _ := treeStory(t, app, "alice")
 	before := rowCounts(t, n.pool)
 
 	chatgpt := `{"id": "c1", "title": "t", "mapping": {"a": {"id": "a", "parent": null, "children": [],
@@ -43,6 +45,9 @@ func TestImportsAndSelfCheckRefuseOnDistributedDatabase(t *testing.T) {
 			[]any{"[" + chatgpt + "]"}},
 		{"convo_admin", `SELECT convo.import_conversation('alice', '{}')`, nil},
 		{"convo_admin", `SELECT * FROM convo.self_check()`, nil},
+		{"convo_admin", `SELECT convo.erase_due()`, nil},
+		{"convo_app", `SELECT * FROM convo.search_conversations('alice', 'hello')`, nil},
+		{"convo_admin", `SELECT convo.set_search_config('english')`, nil},
 	} {
 		login := map[string]*pgxpool.Pool{"convo_app": app, "convo_admin": admin}[call.role]
 		_, err := login.Exec(ctx, call.sql, call.args...)
@@ -56,5 +61,40 @@ func TestImportsAndSelfCheckRefuseOnDistributedDatabase(t *testing.T) {
 	}
 	if _, err := migrator.Verify(ctx, n.db); err == nil || !strings.Contains(err.Error(), "does not run on a distributed database") {
 		t.Errorf("migrate verify on a distributed database: %v, want the refusal", err)
+	}
+
+	// Deleting a chat runs on its worker: hidden from the sidebar and its
+	// owner's reads, and back after convo_admin's restore.
+	listed := func() int {
+		var n int
+		if err := inOwnerTx(t, app, "alice", func(tx pgx.Tx) error {
+			n = one[int](t, tx, `SELECT count(*)::int FROM convo.conversations('alice') WHERE conversation_id = $1`, conv)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := inOwnerTx(t, app, "alice", func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT convo.delete_conversation($1)`, conv)
+		return err
+	}); err != nil {
+		t.Fatalf("delete_conversation on a distributed database: %v", err)
+	}
+	if got := listed(); got != 0 {
+		t.Errorf("the deleted conversation is listed %d times, want 0", got)
+	}
+	err := inOwnerTx(t, app, "alice", func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT * FROM convo.path($1)`, conv)
+		return err
+	})
+	if !errIs(err, "CV002") {
+		t.Errorf("path of the deleted conversation: %v, want CV002", err)
+	}
+	if _, err := admin.Exec(ctx, `SELECT convo.restore_deleted_conversation($1)`, conv); err != nil {
+		t.Fatalf("restore_deleted_conversation on a distributed database: %v", err)
+	}
+	if got := listed(); got != 1 {
+		t.Errorf("the restored conversation is listed %d times, want 1", got)
 	}
 }

@@ -44,10 +44,10 @@ BEGIN ATOMIC
         -- one head-log row, direct_update by the caller, in the same transaction; pgconvo's own moves log
         -- themselves (log_head_move).
         ('conversations', 'conversations_20_log_direct', 'head_log', 'AFTER', 'UPDATE', 'ROW', 'log_direct_head_move()', 'OLD.head_message_id IS DISTINCT FROM NEW.head_message_id AND (%s)'),
-        -- conversations_21_log_direct_change: a title or archive state changed outside pgconvo's code (a
+        -- conversations_21_log_direct_change: a title, archive state or deletion changed outside pgconvo's code (a
         -- direct UPDATE) is logged in the change log, by the caller, in the same transaction; pgconvo's own
         -- changes log themselves (log_change).
-        ('conversations', 'conversations_21_log_direct_change', 'head_log', 'AFTER', 'UPDATE', 'ROW', 'log_direct_change()', '(OLD.title IS DISTINCT FROM NEW.title OR OLD.archived IS DISTINCT FROM NEW.archived) AND (%s)'),
+        ('conversations', 'conversations_21_log_direct_change', 'head_log', 'AFTER', 'UPDATE', 'ROW', 'log_direct_change()', '(OLD.title IS DISTINCT FROM NEW.title OR OLD.archived IS DISTINCT FROM NEW.archived OR OLD.deleted_at IS DISTINCT FROM NEW.deleted_at) AND (%s)'),
         -- conversations_90_no_delete: conversations are never deleted, by any role.
         ('conversations', 'conversations_90_no_delete', 'append_only', 'BEFORE', 'DELETE OR TRUNCATE', 'STATEMENT', 'refuse_change()', NULL),
         -- conversation_changes_10_no_forgery: only pgconvo's code (or a superuser) writes the change log, so a

@@ -7,7 +7,8 @@
 -- It is the one piece of pgconvo that updates content: the tables refuse
 -- every UPDATE of content from outside pgconvo's code. Rows already
 -- redacted are left alone, so a repeat changes nothing and returns no rows,
--- but is recorded.
+-- but is recorded. The first erasure of a conversation marks it erased
+-- (erased_at), so that the sidebar no longer lists it.
 CREATE OR REPLACE FUNCTION convo_private.erase_content(p_owner_id text, p_conversation_id uuid, p_reason text)
 RETURNS TABLE (place text, rows_redacted bigint)
 LANGUAGE plpgsql
@@ -18,6 +19,7 @@ DECLARE
     v_place   record;
     v_n       bigint;
     v_rows    jsonb[];
+    v_at      timestamptz;
 BEGIN
     IF p_conversation_id IS NULL THEN
         SELECT array_agg(convo_private.redact_row('tool_receipts', to_jsonb(t))) INTO v_rows
@@ -41,7 +43,8 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO convo.erasures (owner_id, id, conversation_id, reason)
-    VALUES (p_owner_id, v_erasure, p_conversation_id, p_reason);
+    VALUES (p_owner_id, v_erasure, p_conversation_id, p_reason)
+    RETURNING erased_at INTO v_at;
 
     -- Each place: its table, the columns redact_row changes, the column
     -- that selects the conversation's rows and the one that tells them
@@ -77,14 +80,20 @@ BEGIN
             RETURN NEXT;
         END IF;
     END LOOP;
+    -- The search index's entries of the conversation, derived from its
+    -- messages' text, go (search_conversations finds nothing of it again).
+    DELETE FROM convo_private.message_search s WHERE s.conversation_id = p_conversation_id;
+    -- The conversation is erased from its first erasure on, at that
+    -- erasure's time: conversations() no longer lists it.
+    UPDATE convo.conversations c SET erased_at = v_at WHERE c.id = p_conversation_id AND c.erased_at IS NULL;
     -- A new version of the conversation's row when anything was erased,
     -- whatever the row itself held: a transaction whose snapshot is older
     -- than the erasure (REPEATABLE READ) then cannot lock the conversation
     -- to write to it (40001), where it would count its key epoch without the
     -- erasure and meet the erased keys (record_tool_call). A repeat that
     -- erased nothing leaves the row as it was.
-    IF EXISTS (SELECT 1 FROM convo.erasure_places x
-                WHERE x.conversation_id = p_conversation_id AND x.erasure_id = v_erasure) THEN
+    IF NOT FOUND AND EXISTS (SELECT 1 FROM convo.erasure_places x
+                              WHERE x.conversation_id = p_conversation_id AND x.erasure_id = v_erasure) THEN
         UPDATE convo.conversations c SET last_activity_at = c.last_activity_at WHERE c.id = p_conversation_id;
     END IF;
 END;

@@ -1,8 +1,9 @@
 -- complete_generation: streaming to completed. The answer becomes an
 -- assistant child of the prompt message in the same transaction
--- (regenerate if the prompt already has an assistant child, branch if it has
--- other children); the head moves to it only if the head is where it was at
--- begin_generation, so a late answer does not yank a tab that moved on.
+-- (place_answer: regenerate if the prompt already has an assistant child,
+-- branch if it has other children); the head moves to it only if the head
+-- is where it was at begin_generation, so a late answer does not yank a tab
+-- that moved on.
 -- An exact repeat returns the same message.
 CREATE OR REPLACE FUNCTION convo.complete_generation(
     p_conversation_id uuid,
@@ -26,8 +27,7 @@ AS $$
 DECLARE
     v_head       uuid := convo_private.lock_conversation(p_conversation_id);
     v_generation convo.generations := convo_private.generation_ref(p_conversation_id, p_generation_id);
-    v_message    uuid := gen_random_uuid();
-    v_reason     text;
+    v_message    uuid;
     v_finished   timestamptz;
 BEGIN
     IF p_parts IS NULL OR p_usage IS NULL OR jsonb_typeof(p_usage) <> 'object' THEN
@@ -49,20 +49,7 @@ BEGIN
         RAISE EXCEPTION 'p_finish_reason is longer than % characters', convo.max_ref_length()
             USING ERRCODE = 'CV010', DETAIL = format('conversation %s, generation %s', p_conversation_id, p_generation_id);
     END IF;
-    -- 'regenerate' when the prompt already has an answer; write_messages
-    -- makes any other later child a 'branch'.
-    v_reason := CASE WHEN EXISTS (SELECT 1 FROM convo.messages c
-                                   WHERE c.conversation_id = p_conversation_id
-                                     AND c.parent_id = v_generation.prompt_message_id
-                                     AND c.role = 'assistant') THEN 'regenerate' END;
-    -- The head follows only if it is where it was at begin_generation; a
-    -- head moved away and back again counts as unmoved: the user is looking
-    -- at the prompt the answer is for.
-    PERFORM convo_private.write_messages(p_conversation_id, v_head,
-        p_messages => ARRAY[(v_message, v_generation.prompt_message_id, 'assistant', p_parts, v_reason,
-                             NULL)::convo_private.new_message],
-        p_head => CASE WHEN v_head IS NOT DISTINCT FROM v_generation.head_at_begin THEN v_message END,
-        p_head_reason => CASE WHEN v_reason = 'regenerate' THEN 'regenerate' ELSE 'append' END);
+    v_message := convo_private.place_answer(p_conversation_id, v_head, v_generation, p_parts, false);
     v_finished := clock_timestamp();
     UPDATE convo.generations g
        SET state = 'completed', message_id = v_message, usage = p_usage, finish_reason = p_finish_reason,

@@ -2,7 +2,8 @@
 -- streaming to completed, failed or cancelled, and an ended generation
 -- never changes; its identity (prompt, model, params, digest, start) never
 -- changes at all, nor does its import, and its answer is an assistant child
--- of its prompt. CV006. A new one's prompt and starting head are messages
+-- of its prompt (marked incomplete when a cancelled or failed generation
+-- kept what was streamed, and only then). CV006. A new one's prompt and starting head are messages
 -- of its conversation (CV003, CV002), and it names no import (CV011). It
 -- guards every write outside pgconvo's code (whose entries, and erasure,
 -- write only such rows), first refusing a conversation not the writer's
@@ -63,11 +64,12 @@ BEGIN
             USING ERRCODE = 'CV006', DETAIL = format('generation %s', OLD.id),
                   HINT = 'A generation goes from streaming to completed, failed or cancelled, once.';
     END IF;
-    IF NEW.state = 'completed' AND OLD.state = 'streaming'
+    IF NEW.message_id IS NOT NULL AND OLD.state = 'streaming'
        AND NOT EXISTS (SELECT 1 FROM convo.messages m
                         WHERE m.conversation_id = NEW.conversation_id AND m.id = NEW.message_id
-                          AND m.parent_id = NEW.prompt_message_id AND m.role = 'assistant') THEN
-        RAISE EXCEPTION 'a completed generation''s message is an assistant answer to its prompt'
+                          AND m.parent_id = NEW.prompt_message_id AND m.role = 'assistant'
+                          AND m.incomplete = (NEW.state <> 'completed')) THEN
+        RAISE EXCEPTION 'a generation''s message is an assistant answer to its prompt, incomplete unless the generation completed'
             USING ERRCODE = 'CV006', DETAIL = format('generation %s, message %s, prompt %s', OLD.id, NEW.message_id, OLD.prompt_message_id);
     END IF;
     RETURN NEW;

@@ -189,7 +189,8 @@ BEGIN
         INSERT INTO convo.import_origins (conversation_id, message_id, source, node_key, node)
         SELECT v_id, o.message_id, o.source, o.node_key, o.node
           FROM jsonb_populate_recordset(NULL::convo.import_origins, p_export -> 'origins') o;
-        SELECT array_agg((m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at)::convo_private.new_message
+        SELECT array_agg((m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at,
+                          coalesce(m.incomplete, false))::convo_private.new_message
                          ORDER BY m.depth, m.sibling_index)
           INTO v_messages
           FROM jsonb_populate_recordset(NULL::convo.messages, p_export -> 'messages') m;
@@ -228,6 +229,10 @@ BEGIN
         SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted, v_id
           FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
                LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
+        -- Erased from its first erasure on, as erase_content marks it.
+        UPDATE convo.conversations c
+           SET erased_at = (SELECT min(e.erased_at) FROM convo.erasures e WHERE e.conversation_id = v_id)
+         WHERE c.id = v_id AND EXISTS (SELECT 1 FROM convo.erasures e WHERE e.conversation_id = v_id);
 
         -- Effects as they stand (their event chains were checked above). The
         -- scope key is computed here (scope_key, this database's secret)

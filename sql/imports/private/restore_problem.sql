@@ -17,8 +17,10 @@
 --   keys: an effect's idempotency key is its scope key, the re-run key of
 --   its confirmation, or (sent before digests were keyed) a plain digest of
 --   its scope;
---   generations: a completed one's message is an assistant answer to its
---   prompt (the generations guard's rule for a direct write);
+--   generations: a generation's message is an assistant answer to its
+--   prompt, incomplete when it was cancelled or failed and only then, and
+--   an incomplete message is such a generation's (the generations guard's
+--   rule for a direct write);
 --   times: each is there and finite; in order: nothing after p_now or
 --   before the conversation, the last activity not before it, a head
 --   move not before its message, events of an effect in order and not
@@ -344,13 +346,21 @@ BEGIN
         (SELECT format('head_log: row seq %s moved at %s to message %s, created later (%s)', l.seq, l.moved_at, m.id, m.created_at)
            FROM l JOIN mo m ON m.id = l.head_message_id WHERE NOT m.imported AND l.moved_at < m.created_at ORDER BY l.seq LIMIT 1)
         UNION ALL
-        -- A completed generation's message is an assistant answer to its
-        -- prompt, as the generations guard requires of a direct write.
-        (SELECT format('generations: generation %s is completed by message %s, not an assistant answer to its prompt %s',
-                       g.id, g.message_id, g.prompt_message_id)
+        -- A generation's message is an assistant answer to its prompt,
+        -- incomplete when the generation was cancelled or failed and only
+        -- then, as the generations guard requires of a direct write; an
+        -- incomplete message is such a generation's.
+        (SELECT format('generations: generation %s is %s by message %s, not an assistant answer to its prompt %s%s',
+                       g.id, g.state, g.message_id, g.prompt_message_id,
+                       CASE WHEN g.state = 'completed' THEN '' ELSE ' marked incomplete' END)
            FROM g LEFT JOIN m ON m.id = g.message_id
-          WHERE g.state = 'completed'
-            AND (m.id IS NULL OR m.parent_id IS DISTINCT FROM g.prompt_message_id OR m.role IS DISTINCT FROM 'assistant') LIMIT 1)
+          WHERE g.message_id IS NOT NULL
+            AND (m.id IS NULL OR m.parent_id IS DISTINCT FROM g.prompt_message_id OR m.role IS DISTINCT FROM 'assistant'
+                 OR coalesce(m.incomplete, false) IS DISTINCT FROM (g.state <> 'completed')) LIMIT 1)
+        UNION ALL
+        (SELECT format('messages: message %s is marked incomplete, and no cancelled or failed generation answered with it', m.id)
+           FROM m WHERE m.incomplete AND NOT EXISTS (SELECT 1 FROM g WHERE g.message_id = m.id AND g.state IN ('cancelled', 'failed'))
+          LIMIT 1)
         UNION ALL
         -- A completed generation began before its answer was written and
         -- finished after; the head it began at was there when it began.
@@ -358,7 +368,7 @@ BEGIN
                     WHEN a.created_at < g.started_at THEN format('is answered by message %s, created before it started', a.id)
                     WHEN a.created_at > g.finished_at THEN format('is answered by message %s, created after it finished', a.id)
                     ELSE format('began at head %s, created after it started', h.id) END)
-           FROM g LEFT JOIN m a ON a.id = g.message_id AND g.state = 'completed'
+           FROM g LEFT JOIN m a ON a.id = g.message_id
            LEFT JOIN m h ON h.id = g.head_at_begin
           WHERE a.created_at < g.started_at OR a.created_at > g.finished_at OR h.created_at > g.started_at LIMIT 1)
         UNION ALL
@@ -434,20 +444,21 @@ BEGIN
           WHERE x.at > p_now OR x.at < x.requested_at OR x.at < x.before ORDER BY x.seq LIMIT 1)
         UNION ALL
         -- The change log: each row once, each change from what the row
-        -- before left (a title from none, an archive state from false), the
-        -- last one what the conversation holds, in time order.
+        -- before left (a title from none, an archive state or a deletion
+        -- from false), the last one what the conversation holds (never
+        -- deleted), in time order.
         (SELECT format('changes: row seq %s appears twice', ch.seq) FROM ch GROUP BY ch.seq HAVING count(*) > 1 LIMIT 1)
         UNION ALL
-        (SELECT format('changes: row seq %s changes %s, which is not title or archived', ch.seq, coalesce(ch.field, 'nothing'))
-           FROM ch WHERE ch.field IS NULL OR ch.field NOT IN ('title', 'archived') LIMIT 1)
+        (SELECT format('changes: row seq %s changes %s, which is not title, archived or deleted', ch.seq, coalesce(ch.field, 'nothing'))
+           FROM ch WHERE ch.field IS NULL OR ch.field NOT IN ('title', 'archived', 'deleted') LIMIT 1)
         UNION ALL
         (SELECT format('changes: row seq %s changes %s from %s, which is not what it was (%s)', x.seq, x.field,
                        coalesce(x.old_value, 'none'), coalesce(x.before, 'none'))
            FROM (SELECT ch.seq, ch.field, ch.old_value,
-                        coalesce(lag(ch.new_value, 1, CASE ch.field WHEN 'archived' THEN 'false' END)
+                        coalesce(lag(ch.new_value, 1, CASE WHEN ch.field <> 'title' THEN 'false' END)
                                      OVER (PARTITION BY ch.field ORDER BY ch.seq),
-                                 CASE WHEN ch.field = 'archived' THEN 'false' END) AS before
-                   FROM ch WHERE ch.field IN ('title', 'archived')) x
+                                 CASE WHEN ch.field <> 'title' THEN 'false' END) AS before
+                   FROM ch WHERE ch.field IN ('title', 'archived', 'deleted')) x
           WHERE x.old_value IS DISTINCT FROM x.before ORDER BY x.seq LIMIT 1)
         UNION ALL
         (SELECT format('changes: the log leaves the %s %s (%s), the conversation holds %s', f.field, coalesce(f.logged, 'none'),
@@ -458,7 +469,13 @@ BEGIN
                  UNION ALL
                  SELECT 'archived', v_conv ->> 'archived', coalesce(x.new_value, 'false'), x.seq
                    FROM (SELECT NULL) one
-                   LEFT JOIN (SELECT ch.new_value, ch.seq FROM ch WHERE ch.field = 'archived' ORDER BY ch.seq DESC LIMIT 1) x ON true) f
+                   LEFT JOIN (SELECT ch.new_value, ch.seq FROM ch WHERE ch.field = 'archived' ORDER BY ch.seq DESC LIMIT 1) x ON true
+                 UNION ALL
+                 -- A restore makes a conversation that is not deleted: a
+                 -- deleted one's document restores once it is brought back.
+                 SELECT 'deleted', 'false', coalesce(x.new_value, 'false'), x.seq
+                   FROM (SELECT NULL) one
+                   LEFT JOIN (SELECT ch.new_value, ch.seq FROM ch WHERE ch.field = 'deleted' ORDER BY ch.seq DESC LIMIT 1) x ON true) f
           WHERE f.held IS DISTINCT FROM f.logged LIMIT 1)
         UNION ALL
         (SELECT format('changes: row seq %s changed at %s, %s', ch.seq, ch.changed_at,

@@ -4,7 +4,9 @@
 -- last_activity_at and conversation_id as p_before and p_before_id for the
 -- next page, so no conversation is skipped or repeated between pages even
 -- when many share one time (an import); p_before alone means strictly
--- older. One range scan of conversations_sidebar_idx. A convo_app session
+-- older. A deleted conversation (delete_conversation) and an erased one
+-- (erase_conversation, erase_owner, erase_due) are never listed: the
+-- sidebar index holds neither. One range scan of conversations_sidebar_idx. A convo_app session
 -- lists only the owner it set (CV011 for another); convo_reader any.
 -- last_activity_at is the time of the conversation's last head move through
 -- the API (a message that became the head, or a switch to another branch;
@@ -38,7 +40,7 @@ BEGIN
     RETURN QUERY
     SELECT c.id, c.title, c.created_at, c.last_activity_at, c.head_message_id, c.archived
       FROM convo.conversations c
-     WHERE c.owner_id = p_owner_id AND c.archived = p_archived
+     WHERE c.owner_id = p_owner_id AND c.archived = p_archived AND c.deleted_at IS NULL AND c.erased_at IS NULL
        AND (c.last_activity_at, c.id) < (coalesce(p_before, 'infinity'),
                                          coalesce(p_before_id, CASE WHEN p_before IS NULL THEN 'ffffffff-ffff-ffff-ffff-ffffffffffff'
                                                                     ELSE '00000000-0000-0000-0000-000000000000' END::uuid))

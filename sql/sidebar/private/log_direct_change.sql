@@ -1,4 +1,4 @@
--- log_direct_change: a title or archive state changed by an UPDATE outside
+-- log_direct_change: a title, archive state or deletion changed by an UPDATE outside
 -- pgconvo's code (a superuser, or a role a DBA gave UPDATE) is logged like
 -- any change, by the caller, so no title changes without a trace.
 -- SECURITY DEFINER: it writes the change log as pgconvo's code.
@@ -23,6 +23,10 @@ BEGIN
     IF NEW.archived IS DISTINCT FROM OLD.archived THEN
         PERFORM convo_private.log_change(NEW.id, 'archived', OLD.archived::text, NEW.archived::text,
                                          convo_private.caller(), NULL);
+    END IF;
+    IF NEW.deleted_at IS DISTINCT FROM OLD.deleted_at THEN
+        PERFORM convo_private.log_change(NEW.id, 'deleted', (OLD.deleted_at IS NOT NULL)::text,
+                                         (NEW.deleted_at IS NOT NULL)::text, convo_private.caller(), NULL);
     END IF;
     RETURN NULL;
 END;

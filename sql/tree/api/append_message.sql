@@ -38,7 +38,7 @@ BEGIN
         PERFORM convo_private.check_expected_head(p_conversation_id, p_expected_head, v_head);
     END IF;
     PERFORM convo_private.write_messages(p_conversation_id, v_head,
-        p_messages => ARRAY[(v_id, v_head, p_role, p_parts, NULL, NULL)::convo_private.new_message],
+        p_messages => ARRAY[(v_id, v_head, p_role, p_parts, NULL, NULL, false)::convo_private.new_message],
         p_head => v_id, p_head_reason => 'append', p_moved_by => p_moved_by);
     RETURN v_id;
 END;

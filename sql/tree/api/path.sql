@@ -1,17 +1,20 @@
 -- path: the live conversation, root to head: what a chat UI reads on every
 -- page load. One statement (each part of it filtered by the argument, so
--- that on a distributed database it reads the node it runs on) checks the owner (sees_owner, CV002 otherwise,
--- through conversation_ref) and reads the live-path index (convo.live_path:
+-- that on a distributed database it reads the node it runs on) checks the owner (sees_owner, and
+-- sees_deleted for a deleted conversation; CV002 otherwise, through conversation_ref) and reads the live-path index (convo.live_path:
 -- one row per branch the path runs through, kept by every head move) and
 -- the sibling counts (the few later siblings, messages_forks_idx, as one
 -- object by parent that each row looks up); a second reads the messages: a
 -- conversation never edited is one segment, one range scan of
 -- messages_branch_key in depth order, as a flat list is; an edited one a
 -- range scan per segment. No probe and no join per message, whatever the
--- plan. Empty before the first message.
+-- plan. Empty before the first message. incomplete marks an answer cut
+-- short (a stopped or failed generation's, kept by cancel_generation or
+-- fail_generation with its parts).
 CREATE OR REPLACE FUNCTION convo.path(p_conversation_id uuid)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
-               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int,
+               incomplete boolean)
 LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
@@ -41,21 +44,24 @@ BEGIN
                      GROUP BY f.parent_id) f)
       INTO v_seen, v_branches, v_depths, v_forks
       FROM convo.conversations c
-     WHERE c.id = p_conversation_id AND convo_private.sees_owner(c.owner_id);
+     WHERE c.id = p_conversation_id AND convo_private.sees_owner(c.owner_id)
+       AND (c.deleted_at IS NULL OR convo_private.sees_deleted(false));
     IF v_seen IS NULL THEN
         PERFORM convo_private.conversation_ref(p_conversation_id); -- CV011 or CV002
     END IF;
     IF cardinality(v_branches) = 1 THEN
         RETURN QUERY
         SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
-               CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END
+               CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END,
+               m.incomplete
           FROM convo.messages m
          WHERE m.conversation_id = p_conversation_id AND m.branch_id = v_branches[1] AND m.depth <= v_depths[1]
          ORDER BY m.depth;
     ELSIF cardinality(v_branches) > 1 THEN
         RETURN QUERY
         SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
-               CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END
+               CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END,
+               m.incomplete
           FROM unnest(v_branches, v_depths) AS s (branch_id, max_depth)
           JOIN convo.messages m
             ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth

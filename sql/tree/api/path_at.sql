@@ -4,7 +4,8 @@
 -- which never changes, read as path_from reads it.
 CREATE OR REPLACE FUNCTION convo.path_at(p_conversation_id uuid, p_at timestamptz)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
-               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int,
+               incomplete boolean)
 LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER

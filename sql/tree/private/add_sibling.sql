@@ -38,7 +38,7 @@ BEGIN
             USING ERRCODE = 'CV004', DETAIL = format('message %s, conversation %s', p_message_id, p_conversation_id);
     END IF;
     PERFORM convo_private.write_messages(p_conversation_id, v_head,
-        p_messages => ARRAY[(v_id, v_original.parent_id, p_role, p_parts, p_branch_reason, NULL)::convo_private.new_message],
+        p_messages => ARRAY[(v_id, v_original.parent_id, p_role, p_parts, p_branch_reason, NULL, false)::convo_private.new_message],
         p_head => v_id, p_head_reason => p_branch_reason, p_moved_by => p_moved_by);
     RETURN v_id;
 END;

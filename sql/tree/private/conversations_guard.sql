@@ -1,6 +1,7 @@
--- conversations_guard: of a conversation only the head, the title and the
--- archive state may change (each logged), its last activity only with its
--- head's moves through the API, and its metadata only by erasure (pgconvo's
+-- conversations_guard: of a conversation only the head, the title, the
+-- archive state and the deletion may change (each logged; a deletion is
+-- made now and never moved), its last activity only with its head's moves
+-- through the API, and its metadata and erased_at only by erasure (pgconvo's
 -- erase_content): its id, owner and creation time are fixed, and a head once
 -- set is never unset (the head always names a message). It runs for every UPDATE that changes a fixed
 -- column or unsets the head, and for every UPDATE outside pgconvo's code
@@ -29,6 +30,23 @@ BEGIN
         RAISE EXCEPTION 'a conversation''s last_activity_at moves only with its head, through the API'
             USING ERRCODE = 'CV005',
                   DETAIL = format('table convo.conversations, conversation %s, role %s', OLD.id, current_user);
+    END IF;
+    IF NEW.erased_at IS DISTINCT FROM OLD.erased_at THEN
+        RAISE EXCEPTION 'a conversation''s erased_at is set by its first erasure, and only so'
+            USING ERRCODE = 'CV005',
+                  DETAIL = format('table convo.conversations, conversation %s, role %s', OLD.id, current_user),
+                  HINT = 'Content is removed only by convo.erase_conversation, convo.erase_owner or convo.erase_due.';
+    END IF;
+    -- A deletion from outside (logged by log_direct_change) is one now, as
+    -- delete_conversation's: not backdated, which would make it due for
+    -- erasure before its time, nor moved once made.
+    IF NEW.deleted_at IS DISTINCT FROM OLD.deleted_at AND NEW.deleted_at IS NOT NULL
+       AND (OLD.deleted_at IS NOT NULL OR NEW.deleted_at < transaction_timestamp() OR NEW.deleted_at > clock_timestamp()) THEN
+        RAISE EXCEPTION 'a conversation is deleted now, and its deletion time never moves'
+            USING ERRCODE = 'CV005',
+                  DETAIL = format('table convo.conversations, conversation %s, deleted_at %s to %s, role %s',
+                                  OLD.id, OLD.deleted_at, NEW.deleted_at, current_user),
+                  HINT = 'Delete it with convo.delete_conversation.';
     END IF;
     IF NEW.metadata::text IS DISTINCT FROM OLD.metadata::text THEN
         RAISE EXCEPTION 'convo.conversations is append-only: its metadata changes only by erasure'

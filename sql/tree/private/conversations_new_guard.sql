@@ -1,7 +1,8 @@
 -- conversations_new_guard: a conversation inserted outside pgconvo's code
 -- (a superuser's repair, a role granted INSERT, a session that became the
--- owner role) must be what create_conversation writes: no head, title or
--- archive state yet (each arrives with its logged move or change), created
+-- owner role) must be what create_conversation writes: no head, title,
+-- archive state, deletion or erasure yet (each arrives with its logged move,
+-- change or record), created
 -- and last active now (not backdated or set ahead, which would misplace it in
 -- the sidebar), and metadata within the cap. Imports and restores, which keep
 -- an export's times and title, are pgconvo's code and skip it in the WHEN.
@@ -31,8 +32,9 @@ BEGIN
                   DETAIL = format('owner %s, convo.owner_id %s, role %s', NEW.owner_id,
                                   coalesce(current_setting('convo.owner_id', true), 'unset'), convo_private.caller());
     END IF;
-    IF NEW.head_message_id IS NOT NULL OR NEW.title IS NOT NULL OR NEW.archived THEN
-        RAISE EXCEPTION 'a new conversation has no head, title or archive state: each is set through the API, which logs it'
+    IF NEW.head_message_id IS NOT NULL OR NEW.title IS NOT NULL OR NEW.archived
+       OR NEW.deleted_at IS NOT NULL OR NEW.erased_at IS NOT NULL THEN
+        RAISE EXCEPTION 'a new conversation has no head, title, archive state, deletion or erasure: each is set through the API, which logs it'
             USING ERRCODE = 'CV005',
                   DETAIL = format('table convo.conversations, conversation %s, role %s', NEW.id, convo_private.caller()),
                   HINT = 'Create it with convo.create_conversation, then append, set_title or archive_conversation.';

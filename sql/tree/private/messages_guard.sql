@@ -2,7 +2,9 @@
 -- repair, as a superuser or a role granted INSERT) must be one
 -- write_messages could have written: in a conversation the writer may write
 -- for, under its lock (so it serializes with the API), with the depth,
--- sibling position and branch the tree gives it, no import, a time neither
+-- sibling position and branch the tree gives it, no import, not marked
+-- incomplete (only a stopped or failed generation's answer is, written by
+-- cancel_generation or fail_generation), a time neither
 -- before its parent's nor after now, well-formed parts (part_problem), and
 -- none addressed by key (a tool call, result or attachment needs its keyed
 -- row and its ledger decision: write those through the API). It computes
@@ -50,10 +52,10 @@ BEGIN
     v_branch := CASE WHEN NEW.parent_id IS NOT NULL AND v_last = 0 THEN v_parent.branch_id ELSE NEW.id END;
     IF NEW.depth IS DISTINCT FROM coalesce(v_parent.depth + 1, 0) OR NEW.sibling_index IS DISTINCT FROM v_last + 1
        OR NEW.branch_id IS DISTINCT FROM v_branch OR NEW.import_id IS NOT NULL
-       OR NEW.created_at > clock_timestamp() OR NEW.created_at < v_parent.created_at THEN
+       OR NEW.created_at > clock_timestamp() OR NEW.created_at < v_parent.created_at OR NEW.incomplete THEN
         RAISE EXCEPTION 'a message written outside the API must be placed as the tree places it'
             USING ERRCODE = 'CV011',
-                  DETAIL = format('%s: depth %s, sibling_index %s, branch_id %s, no import_id, created_at from %s to now',
+                  DETAIL = format('%s: depth %s, sibling_index %s, branch_id %s, no import_id, not incomplete, created_at from %s to now',
                                   v_where, coalesce(v_parent.depth + 1, 0), v_last + 1, v_branch,
                                   coalesce(v_parent.created_at::text, '-infinity')),
                   HINT = 'Write messages through convo.append_message, edit_and_resend or regenerate, which place them.';

@@ -65,7 +65,7 @@ BEGIN
     IF p_system_prompt IS NOT NULL THEN
         v_root := gen_random_uuid();
         PERFORM convo_private.write_messages(p_conversation_id, NULL,
-            p_messages => ARRAY[(v_root, NULL, 'system', v_parts, NULL, NULL)::convo_private.new_message],
+            p_messages => ARRAY[(v_root, NULL, 'system', v_parts, NULL, NULL, false)::convo_private.new_message],
             p_head => v_root, p_head_reason => 'create');
     END IF;
     RETURN p_conversation_id;

@@ -8,7 +8,8 @@
 -- customer saw at that instant (sibling_index is creation order, so it holds).
 CREATE OR REPLACE FUNCTION convo_private.path_from(p_conversation_id uuid, p_head_id uuid, p_at timestamptz)
 RETURNS TABLE (depth int, message_id uuid, parent_id uuid, role text, parts jsonb,
-               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int)
+               branch_reason text, created_at timestamptz, sibling_index int, sibling_count int,
+               incomplete boolean)
 LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
@@ -36,7 +37,8 @@ BEGIN
              GROUP BY f.parent_id) f;
     RETURN QUERY
     SELECT m.depth, m.id, m.parent_id, m.role, m.parts, m.branch_reason, m.created_at, m.sibling_index,
-           CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END
+           CASE WHEN v_forks IS NULL THEN 1 ELSE coalesce((v_forks ->> coalesce(m.parent_id::text, ''))::int, 1) END,
+           m.incomplete
       FROM unnest(v_branches, v_depths) AS s (branch_id, max_depth)
       JOIN convo.messages m
         ON m.conversation_id = p_conversation_id AND m.branch_id = s.branch_id AND m.depth <= s.max_depth

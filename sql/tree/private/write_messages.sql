@@ -7,7 +7,8 @@
 --   the new messages (p_messages, none by default), parents first: each
 --   one's id, its parent (an existing message, an earlier new one, or NULL:
 --   a root), role, parts, the branch reason asked for (NULL: the tree's,
---   'branch' for a later child) and time (NULL: now); the import writing
+--   'branch' for a later child), time (NULL: now) and whether it is an
+--   answer cut short (incomplete: a stopped or failed generation's); the import writing
 --   them (NULL: none), which keeps their times and writes no ledger row
 --   (and, a restore, may hold an erased attachment); the head to move to,
 --   why and by whom (p_head NULL: the head stays).
@@ -15,8 +16,9 @@
 -- and branch (a first child continues its parent's branch, a later sibling
 -- starts one); checks every part against its message (part_problem), each
 -- tool call id unique in the conversation and each result naming a call of
--- its parent; inserts the messages and their keyed parts (keyed_parts:
--- calls, results, attachments) as sets; records each tool call's ledger
+-- its parent; inserts the messages, their keyed parts (keyed_parts:
+-- calls, results, attachments) and their entries in the search index
+-- (index_messages) as sets; records each tool call's ledger
 -- decision (record_tool_call); and moves the head, with the conversation's
 -- last activity (log_head_move: the head log, the live path, the
 -- notification). The tables' triggers only guard
@@ -46,6 +48,7 @@ DECLARE
     v_parts   jsonb[];
     v_reasons text[];
     v_times   timestamptz[];
+    v_incomplete boolean[];
     v_now     timestamptz := clock_timestamp();
     v_pidx    int[];   -- the parent's position among the new messages, 0 for none
     v_call_keys jsonb; -- the write's tool calls, as keys "position id"
@@ -74,9 +77,10 @@ DECLARE
     v_call    record;
 BEGIN
     SELECT array_agg(m.id ORDER BY m.n), array_agg(m.parent_id ORDER BY m.n), array_agg(m.role ORDER BY m.n),
-           array_agg(m.parts ORDER BY m.n), array_agg(m.branch_reason ORDER BY m.n), array_agg(m.created_at ORDER BY m.n)
-      INTO v_ids, v_parents, v_roles, v_parts, v_reasons, v_times
-      FROM unnest(p_messages) WITH ORDINALITY AS m (id, parent_id, role, parts, branch_reason, created_at, n);
+           array_agg(m.parts ORDER BY m.n), array_agg(m.branch_reason ORDER BY m.n), array_agg(m.created_at ORDER BY m.n),
+           array_agg(coalesce(m.incomplete, false) ORDER BY m.n)
+      INTO v_ids, v_parents, v_roles, v_parts, v_reasons, v_times, v_incomplete
+      FROM unnest(p_messages) WITH ORDINALITY AS m (id, parent_id, role, parts, branch_reason, created_at, incomplete, n);
     IF v_n > 0 THEN
         -- Each parent, read once: among the new messages (an earlier one),
         -- or stored, with the last sibling position under it (one probe of
@@ -210,12 +214,14 @@ BEGIN
         END IF;
 
         INSERT INTO convo.messages (conversation_id, id, parent_id, role, branch_reason, depth, sibling_index, branch_id,
-                                    parts, created_at, import_id)
+                                    parts, created_at, import_id, incomplete)
         SELECT p_conversation_id, x.id, x.parent_id, x.role, x.reason, x.depth, x.sib, x.branch, x.parts,
-               coalesce(x.at, v_now), p_import_id
-          FROM unnest(v_ids, v_parents, v_roles, v_reason, v_depth, v_sib, v_branch, v_parts, v_times)
-               WITH ORDINALITY AS x (id, parent_id, role, reason, depth, sib, branch, parts, at, i)
+               coalesce(x.at, v_now), p_import_id, x.incomplete
+          FROM unnest(v_ids, v_parents, v_roles, v_reason, v_depth, v_sib, v_branch, v_parts, v_times, v_incomplete)
+               WITH ORDINALITY AS x (id, parent_id, role, reason, depth, sib, branch, parts, at, incomplete, i)
          ORDER BY x.i;
+        -- Their text in the search index (search_conversations).
+        PERFORM convo_private.index_messages(p_conversation_id, v_ids, v_parts);
 
         -- The parts addressed by key, one row each; the rest live only in
         -- the message's own array.

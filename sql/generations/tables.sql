@@ -36,6 +36,7 @@ END),
     CONSTRAINT generations_params_check CHECK (jsonb_typeof(params) = 'object'::text),
     CONSTRAINT generations_state_check CHECK (state = ANY (ARRAY['streaming'::text, 'completed'::text, 'failed'::text, 'cancelled'::text]))
 );
+CREATE UNIQUE INDEX generations_message_key ON convo.generations USING btree (conversation_id, message_id) WHERE (message_id IS NOT NULL);
 CREATE INDEX generations_streaming_idx ON convo.generations USING btree (started_at) WHERE (state = 'streaming'::text);
 ALTER TABLE convo.generations ENABLE ROW LEVEL SECURITY;
 CREATE POLICY generations_reader_reads_all ON convo.generations AS PERMISSIVE FOR SELECT TO convo_reader USING (true);

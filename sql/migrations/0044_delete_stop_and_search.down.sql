@@ -1987,6 +1987,27 @@ BEGIN
 END;
 $$;
 
+-- stale_generations_in: the rows of stale_generations_rows read from the
+-- relations named: convo.generations and convo.conversations on one server; on
+-- a distributed database, one node's shards of them that hold the same
+-- conversations (stale_generations_on_node).
+CREATE OR REPLACE FUNCTION convo_private.stale_generations_in(p_generations text, p_conversations text)
+RETURNS TABLE (conversation_id uuid, generation_id uuid, model text, prompt_message_id uuid, started_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY EXECUTE format('
+    SELECT g.conversation_id, g.id, g.model, g.prompt_message_id, g.started_at
+      FROM %1$s g
+      JOIN %2$s c ON c.id = g.conversation_id
+     WHERE g.state = ''streaming''
+       AND g.started_at < clock_timestamp() - convo.generation_stale_after()
+       AND convo_private.sees_owner(c.owner_id)', p_generations, p_conversations);
+END;
+$$;
+
 -- write_messages: the one write path of the tree. Every call that adds
 -- messages writes through it (append_message, edit_and_resend and
 -- regenerate, complete_generation, create_conversation, the imports), once
@@ -2305,6 +2326,34 @@ BEGIN ATOMIC
        AND p.proname IN ('orphaned_applied_effects_rows', 'stale_pending_effects_rows', 'stale_generations_rows');
 END;
 
+-- import_repeat: the conversation an import from another product made
+-- before for this owner from the same source with the same content (by
+-- owner, format, source key and the keyed digest of the source text in
+-- convo.imports, so ids given under an earlier rule are found too, and no
+-- other owner's row is read or locked; a record a restore carried
+-- (import_id set) is history, not an import here), or NULL. A repeat
+-- writes nothing; the same source with other content is merged into that
+-- conversation by import_tree. (p_where is unused: a repeat refuses
+-- nothing.)
+CREATE OR REPLACE FUNCTION convo_private.import_repeat(
+    p_owner_id   text,
+    p_format     text,
+    p_source_key text,
+    p_digest     text,
+    p_where      text)
+RETURNS uuid
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT i.conversation_id FROM convo.imports i
+     WHERE i.owner_id = p_owner_id AND i.format = p_format AND i.source_key = p_source_key
+       AND i.digest = p_digest AND i.import_id IS NULL
+     LIMIT 1;
+END;
+
+SELECT convo_private.apply_grants();
+
 -- new_messages: write_messages' new messages from arrays of their fields,
 -- position for position (the imports build a tree's messages that way).
 CREATE OR REPLACE FUNCTION convo_private.new_messages(
@@ -2499,13 +2548,13 @@ SELECT convo_private.create_triggers();
 
 SELECT convo_private.create_triggers();
 
-DROP FUNCTION convo_private.sees_deleted;
-
 DROP FUNCTION convo_private.search_document;
 
 DROP FUNCTION convo_private.search_text;
 
 DROP FUNCTION convo_private.search_owner;
+
+DROP FUNCTION convo_private.sees_deleted;
 
 DROP FUNCTION convo_private.set_deleted;
 
@@ -2541,6 +2590,7 @@ BEGIN
 END;
 $$;
 DROP TABLE convo_private.settings;
+DROP INDEX convo.generations_message_key;
 ALTER TABLE convo.generations DROP CONSTRAINT generations_message_check,
     ADD CONSTRAINT generations_check1 CHECK ((state = 'completed') = (message_id IS NOT NULL));
 ALTER TABLE convo.messages DROP COLUMN incomplete;

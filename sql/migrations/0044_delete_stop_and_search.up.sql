@@ -45,7 +45,8 @@ COMMENT ON TABLE convo.conversation_changes IS
 -- conversations (set_deletion_retention; none stored means 30 days).
 CREATE TABLE convo_private.settings (
     singleton          boolean     NOT NULL DEFAULT true PRIMARY KEY CHECK (singleton),
-    deletion_retention interval    NOT NULL DEFAULT interval '30 days' CHECK (deletion_retention >= interval '0'),
+    deletion_retention interval    NOT NULL DEFAULT interval '30 days'
+        CHECK (deletion_retention BETWEEN interval '0' AND interval '100 years'),
     search_config      text        NOT NULL DEFAULT 'simple',
     set_by             text        NOT NULL,
     set_at             timestamptz NOT NULL DEFAULT clock_timestamp()
@@ -77,10 +78,12 @@ ALTER TABLE convo.messages ADD COLUMN incomplete boolean NOT NULL DEFAULT false,
 ALTER TYPE convo_private.new_message ADD ATTRIBUTE incomplete boolean;
 COMMENT ON TYPE convo_private.new_message IS
     'A message for write_messages to add: its id, parent (NULL: a root), role, parts, the branch reason asked for, its time (NULL: now) and whether it is an answer cut short.';
--- A cancelled or failed generation may name the answer it kept.
+-- A cancelled or failed generation may name the answer it kept; an answer
+-- is one generation's.
 ALTER TABLE convo.generations DROP CONSTRAINT generations_check1,
     ADD CONSTRAINT generations_message_check
         CHECK (CASE state WHEN 'completed' THEN message_id IS NOT NULL WHEN 'streaming' THEN message_id IS NULL ELSE true END);
+CREATE UNIQUE INDEX generations_message_key ON convo.generations (conversation_id, message_id) WHERE message_id IS NOT NULL;
 -- The path's rows carry incomplete; cancel and fail take p_parts and return the answer kept.
 DROP FUNCTION convo.path(uuid);
 DROP FUNCTION convo.path_at(uuid, timestamptz);
@@ -613,6 +616,25 @@ BEGIN
                                        FROM jsonb_array_elements(p_export -> 'messages') AS e (elem)) AS x (t)));
             p_export := p_export || jsonb_build_object('version', 3, 'changes', '[]'::jsonb, 'conversation', v_conv);
             v_keys := array_append(v_keys, 'changes');
+        END IF;
+        -- A document from before 0044 had no deletion, no erasure mark and
+        -- no incomplete answer: it is read as one with none, erased from its
+        -- first erasure as a restore marks it (that erasure's own time, as
+        -- the document spells it).
+        IF NOT v_conv ? 'deleted_at' AND NOT v_conv ? 'erased_at' THEN
+            v_conv := v_conv || jsonb_build_object('deleted_at', NULL, 'erased_at',
+                (SELECT e.elem -> 'erased_at' FROM jsonb_array_elements(p_export -> 'erasures') AS e (elem)
+                  WHERE jsonb_typeof(e.elem) = 'object'
+                  ORDER BY (e.elem ->> 'erased_at')::timestamptz LIMIT 1));
+            p_export := p_export || jsonb_build_object('conversation', v_conv);
+        END IF;
+        IF jsonb_typeof(p_export -> 'messages') = 'array'
+           AND EXISTS (SELECT 1 FROM jsonb_array_elements(p_export -> 'messages') AS e (elem)
+                        WHERE jsonb_typeof(e.elem) = 'object' AND NOT e.elem ? 'incomplete') THEN
+            p_export := p_export || jsonb_build_object('messages',
+                (SELECT jsonb_agg(CASE WHEN jsonb_typeof(e.elem) = 'object' AND NOT e.elem ? 'incomplete'
+                                       THEN e.elem || '{"incomplete": false}' ELSE e.elem END ORDER BY e.n)
+                   FROM jsonb_array_elements(p_export -> 'messages') WITH ORDINALITY AS e (elem, n)));
         END IF;
         IF jsonb_typeof(v_conv -> 'archived') IS DISTINCT FROM 'boolean' THEN
             RAISE EXCEPTION 'the export''s conversation has no boolean "archived"'
@@ -1156,8 +1178,9 @@ COMMENT ON FUNCTION convo.search_conversations(text, text, integer, real, uuid, 
 -- conversations, convo_admin's: erase_due erases a deleted conversation
 -- once this long has passed since its deletion, reckoned at each sweep (a
 -- shorter period applies to conversations deleted before it was set, too).
--- 0 erases at the next sweep. NULL or a negative period is CV011. Who set
--- it, and when, is kept beside it.
+-- 0 erases at the next sweep. NULL, a negative period or one over 100
+-- years (which no sweep could reckon with: the time it names is out of
+-- range) is CV011. Who set it, and when, is kept beside it.
 CREATE OR REPLACE FUNCTION convo.set_deletion_retention(p_period interval)
 RETURNS void
 LANGUAGE plpgsql
@@ -1173,8 +1196,8 @@ SET plpgsql.extra_errors = 'none'
 SET client_min_messages = notice
 AS $$
 BEGIN
-    IF p_period IS NULL OR p_period < interval '0' THEN
-        RAISE EXCEPTION 'the retention period is an interval of 0 or more, not %', coalesce(p_period::text, 'NULL')
+    IF p_period IS NULL OR p_period < interval '0' OR p_period > interval '100 years' THEN
+        RAISE EXCEPTION 'the retention period is an interval from 0 to 100 years, not %', coalesce(p_period::text, 'NULL')
             USING ERRCODE = 'CV011', DETAIL = format('period %s', coalesce(p_period::text, 'NULL'));
     END IF;
     INSERT INTO convo_private.settings (deletion_retention, set_by) VALUES (p_period, convo_private.caller())
@@ -1189,9 +1212,9 @@ COMMENT ON FUNCTION convo.set_deletion_retention(interval) IS
 -- set_search_config: the database's text search configuration, convo_admin's:
 -- one of pg_ts_config (english, german, simple, ...; a DBA may make one of
 -- their own). Every message's entry in the search index is written again
--- under it, in this transaction (linear in the messages; it holds the
--- index's rows locked until it commits, so run it when installing or in a
--- quiet hour); a search then matches words as that language stems them.
+-- under it, in this transaction (linear in the messages; every write of a
+-- message waits for it to commit, so run it when installing or in a quiet
+-- hour); a search then matches words as that language stems them.
 -- An unknown configuration or NULL is CV011, writing nothing; the same one
 -- again writes nothing.
 CREATE OR REPLACE FUNCTION convo.set_search_config(p_config text)
@@ -1220,6 +1243,9 @@ BEGIN
     IF v_config = convo_private.search_config_in_use() THEN
         RETURN;
     END IF;
+    -- No message is indexed meanwhile: a write waits for this to commit,
+    -- then reads the new configuration (index_messages).
+    LOCK TABLE convo_private.message_search IN EXCLUSIVE MODE;
     INSERT INTO convo_private.settings (search_config, set_by) VALUES (v_config::text, convo_private.caller())
     ON CONFLICT (singleton) DO UPDATE
        SET search_config = excluded.search_config, set_by = excluded.set_by, set_at = excluded.set_at;
@@ -1346,10 +1372,13 @@ BEGIN
     END IF;
     -- A deletion from outside (logged by log_direct_change) is one now, as
     -- delete_conversation's: not backdated, which would make it due for
-    -- erasure before its time, nor moved once made.
-    IF NEW.deleted_at IS DISTINCT FROM OLD.deleted_at AND NEW.deleted_at IS NOT NULL
-       AND (OLD.deleted_at IS NOT NULL OR NEW.deleted_at < transaction_timestamp() OR NEW.deleted_at > clock_timestamp()) THEN
-        RAISE EXCEPTION 'a conversation is deleted now, and its deletion time never moves'
+    -- erasure before its time, nor moved once made; and an erased
+    -- conversation is not brought back, as restore_deleted_conversation
+    -- refuses it.
+    IF NEW.deleted_at IS DISTINCT FROM OLD.deleted_at
+       AND (OLD.erased_at IS NOT NULL OR (NEW.deleted_at IS NOT NULL
+            AND (OLD.deleted_at IS NOT NULL OR NEW.deleted_at < transaction_timestamp() OR NEW.deleted_at > clock_timestamp()))) THEN
+        RAISE EXCEPTION 'a conversation is deleted now, its deletion time never moves, and an erased one''s deletion never changes'
             USING ERRCODE = 'CV005',
                   DETAIL = format('table convo.conversations, conversation %s, deleted_at %s to %s, role %s',
                                   OLD.id, OLD.deleted_at, NEW.deleted_at, current_user),
@@ -1529,7 +1558,7 @@ $$;
 -- never changes; its identity (prompt, model, params, digest, start) never
 -- changes at all, nor does its import, and its answer is an assistant child
 -- of its prompt (marked incomplete when a cancelled or failed generation
--- kept what was streamed, and only then). CV006. A new one's prompt and starting head are messages
+-- kept what was streamed, and only then), and no other generation's. CV006. A new one's prompt and starting head are messages
 -- of its conversation (CV003, CV002), and it names no import (CV011). It
 -- guards every write outside pgconvo's code (whose entries, and erasure,
 -- write only such rows), first refusing a conversation not the writer's
@@ -1598,6 +1627,14 @@ BEGIN
         RAISE EXCEPTION 'a generation''s message is an assistant answer to its prompt, incomplete unless the generation completed'
             USING ERRCODE = 'CV006', DETAIL = format('generation %s, message %s, prompt %s', OLD.id, NEW.message_id, OLD.prompt_message_id);
     END IF;
+    -- Each answer is its own generation's (generations_message_key holds
+    -- it too; this names the rule).
+    IF NEW.message_id IS NOT NULL AND OLD.state = 'streaming'
+       AND EXISTS (SELECT 1 FROM convo.generations o
+                    WHERE o.conversation_id = NEW.conversation_id AND o.message_id = NEW.message_id AND o.id <> NEW.id) THEN
+        RAISE EXCEPTION 'message % is the answer of another generation', NEW.message_id
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s, message %s', OLD.id, NEW.message_id);
+    END IF;
     RETURN NEW;
 END;
 $$;
@@ -1606,21 +1643,22 @@ $$;
 -- message that has text (search_document), written by write_messages in the
 -- transaction that writes the messages, under the configuration in use.
 -- Derived: erasure removes a conversation's entries, and set_search_config
--- writes them all again. The owner and the configuration are read first:
--- the INSERT reads only its arguments (on a distributed database Citus
--- plans no join into it).
+-- writes them all again. The owner is read first: the INSERT joins no table
+-- (on a distributed database Citus plans no join into it). The
+-- configuration is read by the INSERT itself, after it has its lock on the
+-- index: a set_search_config that holds the index is waited for, and its
+-- configuration is the one read.
 CREATE OR REPLACE FUNCTION convo_private.index_messages(p_conversation_id uuid, p_ids uuid[], p_parts jsonb[])
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_config regconfig := convo_private.search_config_in_use();
-    v_owner  text;
+    v_owner text;
 BEGIN
     SELECT c.owner_id INTO v_owner FROM convo.conversations c WHERE c.id = p_conversation_id;
     INSERT INTO convo_private.message_search (conversation_id, message_id, document)
-    SELECT p_conversation_id, m.id, convo_private.search_document(m.parts, v_config, v_owner)
+    SELECT p_conversation_id, m.id, convo_private.search_document(m.parts, (SELECT convo_private.search_config_in_use()), v_owner)
       FROM unnest(p_ids, p_parts) AS m (id, parts)
      WHERE convo_private.search_text(m.parts) <> '';
 END;
@@ -1822,10 +1860,14 @@ BEGIN
     END IF;
     IF v_taken THEN
         -- The same owner, metadata and system prompt return the first
-        -- result; anything else, another owner's id included, is CV009.
-        -- Locked only if it is this owner's.
+        -- result; anything else, another owner's id included, is CV009,
+        -- and so is a deleted conversation of the owner's to a caller that
+        -- writes for the owner alone (sees_deleted: one that does not exist
+        -- for it, whose prompt is not to be guessed at). Locked only if it
+        -- is this owner's.
         SELECT * INTO v_existing FROM convo.conversations c
          WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id
+           AND (c.deleted_at IS NULL OR convo_private.sees_deleted(true))
            FOR NO KEY UPDATE;
         -- The system prompt is the message the 'create' move named, whatever
         -- was appended since; compared as text, like the metadata.
@@ -1983,9 +2025,9 @@ $$;
 --   its confirmation, or (sent before digests were keyed) a plain digest of
 --   its scope;
 --   generations: a generation's message is an assistant answer to its
---   prompt, incomplete when it was cancelled or failed and only then, and
---   an incomplete message is such a generation's (the generations guard's
---   rule for a direct write);
+--   prompt, incomplete when it was cancelled or failed and only then, one
+--   generation's only, and an incomplete message is such a generation's
+--   (the generations guard's rule for a direct write);
 --   times: each is there and finite; in order: nothing after p_now or
 --   before the conversation, the last activity not before it, a head
 --   move not before its message, events of an effect in order and not
@@ -2323,6 +2365,9 @@ BEGIN
             AND (m.id IS NULL OR m.parent_id IS DISTINCT FROM g.prompt_message_id OR m.role IS DISTINCT FROM 'assistant'
                  OR coalesce(m.incomplete, false) IS DISTINCT FROM (g.state <> 'completed')) LIMIT 1)
         UNION ALL
+        (SELECT format('generations: message %s answers %s generations, not one', g.message_id, count(*))
+           FROM g WHERE g.message_id IS NOT NULL GROUP BY g.message_id HAVING count(*) > 1 LIMIT 1)
+        UNION ALL
         (SELECT format('messages: message %s is marked incomplete, and no cancelled or failed generation answered with it', m.id)
            FROM m WHERE m.incomplete AND NOT EXISTS (SELECT 1 FROM g WHERE g.message_id = m.id AND g.state IN ('cancelled', 'failed'))
           LIMIT 1)
@@ -2591,6 +2636,28 @@ BEGIN
      WHERE c.id = p_conversation_id;
     PERFORM convo_private.log_change(p_conversation_id, 'deleted', (NOT p_deleted)::text, p_deleted::text,
                                      convo_private.caller(), NULL);
+END;
+$$;
+
+-- stale_generations_in: the rows of stale_generations_rows read from the
+-- relations named: convo.generations and convo.conversations on one server; on
+-- a distributed database, one node's shards of them that hold the same
+-- conversations (stale_generations_on_node).
+CREATE OR REPLACE FUNCTION convo_private.stale_generations_in(p_generations text, p_conversations text)
+RETURNS TABLE (conversation_id uuid, generation_id uuid, model text, prompt_message_id uuid, started_at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY EXECUTE format('
+    SELECT g.conversation_id, g.id, g.model, g.prompt_message_id, g.started_at
+      FROM %1$s g
+      JOIN %2$s c ON c.id = g.conversation_id
+     WHERE g.state = ''streaming''
+       AND g.started_at < clock_timestamp() - convo.generation_stale_after()
+       AND convo_private.sees_owner(c.owner_id)
+       AND (c.deleted_at IS NULL OR convo_private.sees_deleted(false))', p_generations, p_conversations);
 END;
 $$;
 
@@ -2921,6 +2988,48 @@ BEGIN ATOMIC
        AND p.proname IN ('orphaned_applied_effects_rows', 'stale_pending_effects_rows', 'stale_generations_rows');
 END;
 
+-- sees_deleted: whether the caller may read (p_write false) or change
+-- (p_write true) a deleted conversation: to a caller that acts for one owner
+-- (convo_app, owner set) a deleted conversation does not exist (CV002), as
+-- to anyone else's; a member of convo_reader reads every owner's, deleted
+-- ones included (an abuse report), and of convo_admin changes them (a charge
+-- in flight settled, restore_deleted_conversation, erasure).
+CREATE OR REPLACE FUNCTION convo_private.sees_deleted(p_write boolean)
+RETURNS boolean
+LANGUAGE sql
+STABLE
+RETURN pg_has_role(convo_private.caller()::name, CASE WHEN p_write THEN 'convo_admin' ELSE 'convo_reader' END, 'USAGE');
+
+-- import_repeat: the conversation an import from another product made
+-- before for this owner from the same source with the same content (by
+-- owner, format, source key and the keyed digest of the source text in
+-- convo.imports, so ids given under an earlier rule are found too, and no
+-- other owner's row is read or locked; a record a restore carried
+-- (import_id set) is history, not an import here), or NULL. A repeat
+-- writes nothing; the same source with other content is merged into that
+-- conversation by import_tree. A deleted conversation is no repeat to a
+-- caller that writes for its owner alone (sees_deleted): the import goes on
+-- to import_tree's merge, whose lock answers CV002 for it, as for every call
+-- of the owner's. (p_where is unused: a repeat refuses nothing.)
+CREATE OR REPLACE FUNCTION convo_private.import_repeat(
+    p_owner_id   text,
+    p_format     text,
+    p_source_key text,
+    p_digest     text,
+    p_where      text)
+RETURNS uuid
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT i.conversation_id FROM convo.imports i
+     WHERE i.owner_id = p_owner_id AND i.format = p_format AND i.source_key = p_source_key
+       AND i.digest = p_digest AND i.import_id IS NULL
+       AND EXISTS (SELECT 1 FROM convo.conversations c
+                    WHERE c.id = i.conversation_id AND (c.deleted_at IS NULL OR convo_private.sees_deleted(true)))
+     LIMIT 1;
+END;
+
 -- new_messages: write_messages' new messages from arrays of their fields,
 -- position for position (the imports build a tree's messages that way);
 -- none of them incomplete.
@@ -3144,18 +3253,6 @@ LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 RETURN to_tsvector(p_config, convo_private.search_text(p_parts))
        || array_to_tsvector(ARRAY[convo_private.search_owner(p_owner_id)]);
-
--- sees_deleted: whether the caller may read (p_write false) or change
--- (p_write true) a deleted conversation: to a caller that acts for one owner
--- (convo_app, owner set) a deleted conversation does not exist (CV002), as
--- to anyone else's; a member of convo_reader reads every owner's, deleted
--- ones included (an abuse report), and of convo_admin changes them (a charge
--- in flight settled, restore_deleted_conversation, erasure).
-CREATE OR REPLACE FUNCTION convo_private.sees_deleted(p_write boolean)
-RETURNS boolean
-LANGUAGE sql
-STABLE
-RETURN pg_has_role(convo_private.caller()::name, CASE WHEN p_write THEN 'convo_admin' ELSE 'convo_reader' END, 'USAGE');
 
 SELECT convo_private.create_triggers();
 

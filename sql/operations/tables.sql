@@ -11,7 +11,7 @@ CREATE TABLE convo_private.settings (
     set_by text NOT NULL,
     set_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     CONSTRAINT settings_pkey PRIMARY KEY (singleton),
-    CONSTRAINT settings_deletion_retention_check CHECK (deletion_retention >= '00:00:00'::interval),
+    CONSTRAINT settings_deletion_retention_check CHECK (deletion_retention >= '00:00:00'::interval AND deletion_retention <= '100 years'::interval),
     CONSTRAINT settings_singleton_check CHECK (singleton)
 );
 COMMENT ON TABLE convo_private.settings IS 'The settings a DBA sets (one row, none until set): the retention period of deleted conversations, the text search configuration, who set them last and when.';

@@ -2,8 +2,9 @@
 -- conversations, convo_admin's: erase_due erases a deleted conversation
 -- once this long has passed since its deletion, reckoned at each sweep (a
 -- shorter period applies to conversations deleted before it was set, too).
--- 0 erases at the next sweep. NULL or a negative period is CV011. Who set
--- it, and when, is kept beside it.
+-- 0 erases at the next sweep. NULL, a negative period or one over 100
+-- years (which no sweep could reckon with: the time it names is out of
+-- range) is CV011. Who set it, and when, is kept beside it.
 CREATE OR REPLACE FUNCTION convo.set_deletion_retention(p_period interval)
 RETURNS void
 LANGUAGE plpgsql
@@ -19,8 +20,8 @@ SET plpgsql.extra_errors = 'none'
 SET client_min_messages = notice
 AS $$
 BEGIN
-    IF p_period IS NULL OR p_period < interval '0' THEN
-        RAISE EXCEPTION 'the retention period is an interval of 0 or more, not %', coalesce(p_period::text, 'NULL')
+    IF p_period IS NULL OR p_period < interval '0' OR p_period > interval '100 years' THEN
+        RAISE EXCEPTION 'the retention period is an interval from 0 to 100 years, not %', coalesce(p_period::text, 'NULL')
             USING ERRCODE = 'CV011', DETAIL = format('period %s', coalesce(p_period::text, 'NULL'));
     END IF;
     INSERT INTO convo_private.settings (deletion_retention, set_by) VALUES (p_period, convo_private.caller())

@@ -3,7 +3,7 @@
 -- never changes; its identity (prompt, model, params, digest, start) never
 -- changes at all, nor does its import, and its answer is an assistant child
 -- of its prompt (marked incomplete when a cancelled or failed generation
--- kept what was streamed, and only then). CV006. A new one's prompt and starting head are messages
+-- kept what was streamed, and only then), and no other generation's. CV006. A new one's prompt and starting head are messages
 -- of its conversation (CV003, CV002), and it names no import (CV011). It
 -- guards every write outside pgconvo's code (whose entries, and erasure,
 -- write only such rows), first refusing a conversation not the writer's
@@ -71,6 +71,14 @@ BEGIN
                           AND m.incomplete = (NEW.state <> 'completed')) THEN
         RAISE EXCEPTION 'a generation''s message is an assistant answer to its prompt, incomplete unless the generation completed'
             USING ERRCODE = 'CV006', DETAIL = format('generation %s, message %s, prompt %s', OLD.id, NEW.message_id, OLD.prompt_message_id);
+    END IF;
+    -- Each answer is its own generation's (generations_message_key holds
+    -- it too; this names the rule).
+    IF NEW.message_id IS NOT NULL AND OLD.state = 'streaming'
+       AND EXISTS (SELECT 1 FROM convo.generations o
+                    WHERE o.conversation_id = NEW.conversation_id AND o.message_id = NEW.message_id AND o.id <> NEW.id) THEN
+        RAISE EXCEPTION 'message % is the answer of another generation', NEW.message_id
+            USING ERRCODE = 'CV006', DETAIL = format('generation %s, message %s', OLD.id, NEW.message_id);
     END IF;
     RETURN NEW;
 END;

@@ -117,6 +117,25 @@ BEGIN
             p_export := p_export || jsonb_build_object('version', 3, 'changes', '[]'::jsonb, 'conversation', v_conv);
             v_keys := array_append(v_keys, 'changes');
         END IF;
+        -- A document from before 0044 had no deletion, no erasure mark and
+        -- no incomplete answer: it is read as one with none, erased from its
+        -- first erasure as a restore marks it (that erasure's own time, as
+        -- the document spells it).
+        IF NOT v_conv ? 'deleted_at' AND NOT v_conv ? 'erased_at' THEN
+            v_conv := v_conv || jsonb_build_object('deleted_at', NULL, 'erased_at',
+                (SELECT e.elem -> 'erased_at' FROM jsonb_array_elements(p_export -> 'erasures') AS e (elem)
+                  WHERE jsonb_typeof(e.elem) = 'object'
+                  ORDER BY (e.elem ->> 'erased_at')::timestamptz LIMIT 1));
+            p_export := p_export || jsonb_build_object('conversation', v_conv);
+        END IF;
+        IF jsonb_typeof(p_export -> 'messages') = 'array'
+           AND EXISTS (SELECT 1 FROM jsonb_array_elements(p_export -> 'messages') AS e (elem)
+                        WHERE jsonb_typeof(e.elem) = 'object' AND NOT e.elem ? 'incomplete') THEN
+            p_export := p_export || jsonb_build_object('messages',
+                (SELECT jsonb_agg(CASE WHEN jsonb_typeof(e.elem) = 'object' AND NOT e.elem ? 'incomplete'
+                                       THEN e.elem || '{"incomplete": false}' ELSE e.elem END ORDER BY e.n)
+                   FROM jsonb_array_elements(p_export -> 'messages') WITH ORDINALITY AS e (elem, n)));
+        END IF;
         IF jsonb_typeof(v_conv -> 'archived') IS DISTINCT FROM 'boolean' THEN
             RAISE EXCEPTION 'the export''s conversation has no boolean "archived"'
                 USING ERRCODE = 'CV011', DETAIL = format('conversation %s, key conversation.archived', v_id);

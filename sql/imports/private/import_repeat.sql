@@ -5,8 +5,10 @@
 -- other owner's row is read or locked; a record a restore carried
 -- (import_id set) is history, not an import here), or NULL. A repeat
 -- writes nothing; the same source with other content is merged into that
--- conversation by import_tree. (p_where is unused: a repeat refuses
--- nothing.)
+-- conversation by import_tree. A deleted conversation is no repeat to a
+-- caller that writes for its owner alone (sees_deleted): the import goes on
+-- to import_tree's merge, whose lock answers CV002 for it, as for every call
+-- of the owner's. (p_where is unused: a repeat refuses nothing.)
 CREATE OR REPLACE FUNCTION convo_private.import_repeat(
     p_owner_id   text,
     p_format     text,
@@ -21,5 +23,7 @@ BEGIN ATOMIC
     SELECT i.conversation_id FROM convo.imports i
      WHERE i.owner_id = p_owner_id AND i.format = p_format AND i.source_key = p_source_key
        AND i.digest = p_digest AND i.import_id IS NULL
+       AND EXISTS (SELECT 1 FROM convo.conversations c
+                    WHERE c.id = i.conversation_id AND (c.deleted_at IS NULL OR convo_private.sees_deleted(true)))
      LIMIT 1;
 END;

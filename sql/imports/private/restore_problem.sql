@@ -18,9 +18,9 @@
 --   its confirmation, or (sent before digests were keyed) a plain digest of
 --   its scope;
 --   generations: a generation's message is an assistant answer to its
---   prompt, incomplete when it was cancelled or failed and only then, and
---   an incomplete message is such a generation's (the generations guard's
---   rule for a direct write);
+--   prompt, incomplete when it was cancelled or failed and only then, one
+--   generation's only, and an incomplete message is such a generation's
+--   (the generations guard's rule for a direct write);
 --   times: each is there and finite; in order: nothing after p_now or
 --   before the conversation, the last activity not before it, a head
 --   move not before its message, events of an effect in order and not
@@ -357,6 +357,9 @@ BEGIN
           WHERE g.message_id IS NOT NULL
             AND (m.id IS NULL OR m.parent_id IS DISTINCT FROM g.prompt_message_id OR m.role IS DISTINCT FROM 'assistant'
                  OR coalesce(m.incomplete, false) IS DISTINCT FROM (g.state <> 'completed')) LIMIT 1)
+        UNION ALL
+        (SELECT format('generations: message %s answers %s generations, not one', g.message_id, count(*))
+           FROM g WHERE g.message_id IS NOT NULL GROUP BY g.message_id HAVING count(*) > 1 LIMIT 1)
         UNION ALL
         (SELECT format('messages: message %s is marked incomplete, and no cancelled or failed generation answered with it', m.id)
            FROM m WHERE m.incomplete AND NOT EXISTS (SELECT 1 FROM g WHERE g.message_id = m.id AND g.state IN ('cancelled', 'failed'))

@@ -1,9 +1,9 @@
 -- set_search_config: the database's text search configuration, convo_admin's:
 -- one of pg_ts_config (english, german, simple, ...; a DBA may make one of
 -- their own). Every message's entry in the search index is written again
--- under it, in this transaction (linear in the messages; it holds the
--- index's rows locked until it commits, so run it when installing or in a
--- quiet hour); a search then matches words as that language stems them.
+-- under it, in this transaction (linear in the messages; every write of a
+-- message waits for it to commit, so run it when installing or in a quiet
+-- hour); a search then matches words as that language stems them.
 -- An unknown configuration or NULL is CV011, writing nothing; the same one
 -- again writes nothing.
 CREATE OR REPLACE FUNCTION convo.set_search_config(p_config text)
@@ -32,6 +32,9 @@ BEGIN
     IF v_config = convo_private.search_config_in_use() THEN
         RETURN;
     END IF;
+    -- No message is indexed meanwhile: a write waits for this to commit,
+    -- then reads the new configuration (index_messages).
+    LOCK TABLE convo_private.message_search IN EXCLUSIVE MODE;
     INSERT INTO convo_private.settings (search_config, set_by) VALUES (v_config::text, convo_private.caller())
     ON CONFLICT (singleton) DO UPDATE
        SET search_config = excluded.search_config, set_by = excluded.set_by, set_at = excluded.set_at;

@@ -39,10 +39,13 @@ BEGIN
     END IF;
     -- A deletion from outside (logged by log_direct_change) is one now, as
     -- delete_conversation's: not backdated, which would make it due for
-    -- erasure before its time, nor moved once made.
-    IF NEW.deleted_at IS DISTINCT FROM OLD.deleted_at AND NEW.deleted_at IS NOT NULL
-       AND (OLD.deleted_at IS NOT NULL OR NEW.deleted_at < transaction_timestamp() OR NEW.deleted_at > clock_timestamp()) THEN
-        RAISE EXCEPTION 'a conversation is deleted now, and its deletion time never moves'
+    -- erasure before its time, nor moved once made; and an erased
+    -- conversation is not brought back, as restore_deleted_conversation
+    -- refuses it.
+    IF NEW.deleted_at IS DISTINCT FROM OLD.deleted_at
+       AND (OLD.erased_at IS NOT NULL OR (NEW.deleted_at IS NOT NULL
+            AND (OLD.deleted_at IS NOT NULL OR NEW.deleted_at < transaction_timestamp() OR NEW.deleted_at > clock_timestamp()))) THEN
+        RAISE EXCEPTION 'a conversation is deleted now, its deletion time never moves, and an erased one''s deletion never changes'
             USING ERRCODE = 'CV005',
                   DETAIL = format('table convo.conversations, conversation %s, deleted_at %s to %s, role %s',
                                   OLD.id, OLD.deleted_at, NEW.deleted_at, current_user),

@@ -4,7 +4,10 @@
 -- recorded with the reason 'deleted; retention period over'; returns how
 -- many. One index range scan finds them (conversations_due_idx: deleted,
 -- not erased); each is locked in id order and checked again under its lock,
--- so one restored meanwhile (restore_deleted_conversation) is left alone.
+-- so one restored meanwhile (restore_deleted_conversation) is left alone,
+-- and only if the caller may write for its owner (writes_owner: every owner
+-- for convo_admin; through a DBA's own SECURITY DEFINER function that an
+-- application may call, the application's owner alone).
 -- A repeat finds nothing more to erase. One transaction: a failure erases
 -- nothing.
 CREATE OR REPLACE FUNCTION convo.erase_due()
@@ -35,6 +38,7 @@ BEGIN
         SELECT c.owner_id INTO v_owner
           FROM convo.conversations c
          WHERE c.id = v_id AND c.deleted_at <= v_due AND c.erased_at IS NULL
+           AND convo_private.writes_owner(c.owner_id)
            FOR NO KEY UPDATE;
         IF FOUND THEN
             PERFORM convo_private.erase_content(v_owner, v_id, 'deleted; retention period over');

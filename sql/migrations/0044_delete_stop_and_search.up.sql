@@ -2588,6 +2588,20 @@ BEGIN
            FROM i
           WHERE i.owner_id IS DISTINCT FROM p_owner_id OR i.format IS NULL
              OR i.format NOT IN ('chatgpt', 'openwebui', 'librechat', 'pgconvo') OR i.imported_at > p_now LIMIT 1)
+        UNION ALL
+        -- Last, so that a rule naming the row at fault speaks first: the
+        -- conversation is erased from its first erasure on, as
+        -- erase_content marks it, and not deleted (a restore makes a
+        -- conversation its owner sees).
+        (SELECT format('conversation: erased_at %s, where the first of its erasures: %s', coalesce(c.erased_at::text, 'none'),
+                       coalesce(f.id || ' at ' || f.erased_at, 'none'))
+           FROM jsonb_populate_record(NULL::convo.conversations, v_conv) c
+           LEFT JOIN LATERAL (SELECT r.id, r.erased_at FROM r ORDER BY r.erased_at, r.id LIMIT 1) f ON true
+          WHERE c.erased_at IS DISTINCT FROM f.erased_at)
+        UNION ALL
+        (SELECT format('conversation: deleted at %s; a deleted conversation is restored once restore_deleted_conversation has brought it back',
+                       c.deleted_at)
+           FROM jsonb_populate_record(NULL::convo.conversations, v_conv) c WHERE c.deleted_at IS NOT NULL)
     ) AS problems (p)
     LIMIT 1;
     RETURN v_problem;

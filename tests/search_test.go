@@ -189,7 +189,7 @@ func TestSearchRefusals(t *testing.T) {
 // TestSearchConfiguration: under 'english' a word finds its other forms
 // (the index is written again under the new configuration, old messages
 // too), which under 'simple' it did not; the same configuration again
-// writes nothing.
+// writes nothing; no unknown configuration is stored, by any path.
 func TestSearchConfiguration(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
@@ -209,6 +209,12 @@ func TestSearchConfiguration(t *testing.T) {
 	before := fingerprint(t, db)
 	mustExec(t, admin, `SELECT convo.set_search_config('english')`)
 	requireFingerprint(t, db, "the same configuration again", before)
+	// The table's owner (here the superuser) writing the setting by hand
+	// cannot store a configuration that does not exist, which every write
+	// of a message would then fail on.
+	_, err := db.Exec(context.Background(), `UPDATE convo_private.settings SET search_config = 'klingon'`)
+	requireSQLState(t, err, "42704")
+	requireFingerprint(t, db, "the refused update", before)
 }
 
 // TestSearchIndexMatchesTheMessages: after a mixed history (appends, edits,

@@ -852,6 +852,43 @@ BEGIN
 END;
 $$;
 
+-- check_sidebar: the arguments of conversations() (a sidebar page), checked
+-- before any row is read: the owner this session may see (CV011 for
+-- another), a limit of 1 to 1,000, p_archived given, and p_before_id only
+-- with p_before. On a distributed database each node's part of the page
+-- checks them too.
+CREATE OR REPLACE FUNCTION convo_private.check_sidebar(
+    p_owner_id  text,
+    p_limit     int,
+    p_before    timestamptz,
+    p_archived  boolean,
+    p_before_id uuid)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_owner_id IS NULL OR NOT convo_private.sees_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'p_owner_id must be the owner this session acts for'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL')),
+                  HINT = 'Name the owner with SET LOCAL convo.owner_id first.';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 1000, not %', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF p_archived IS NULL THEN
+        RAISE EXCEPTION 'p_archived must be true or false'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF p_before_id IS NOT NULL AND p_before IS NULL THEN
+        RAISE EXCEPTION 'p_before_id goes with p_before: both are the last row of the previous page'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, p_before_id %s', p_owner_id, p_before_id);
+    END IF;
+END;
+$$;
+
 -- conversation_ref: the conversation row for a read, or CV002 when there is
 -- none or the caller may not see its owner (sees_owner: the one owner check
 -- of a read). A read takes no lock: it sees one consistent snapshot.
@@ -2554,7 +2591,7 @@ DROP FUNCTION convo_private.search_text;
 
 DROP FUNCTION convo_private.search_owner;
 
-DROP FUNCTION convo_private.sees_deleted;
+DROP FUNCTION convo_private.sees_conversation;
 
 DROP FUNCTION convo_private.set_deleted;
 
@@ -2563,6 +2600,8 @@ DROP FUNCTION convo_private.search_config_in_use;
 DROP FUNCTION convo_private.place_answer;
 
 DROP FUNCTION convo_private.index_messages;
+
+DROP FUNCTION convo_private.check_sees_owner;
 
 DROP FUNCTION convo.set_search_config;
 

@@ -47,7 +47,9 @@ CREATE TABLE convo_private.settings (
     singleton          boolean     NOT NULL DEFAULT true PRIMARY KEY CHECK (singleton),
     deletion_retention interval    NOT NULL DEFAULT interval '30 days'
         CHECK (deletion_retention BETWEEN interval '0' AND interval '100 years'),
-    search_config      text        NOT NULL DEFAULT 'simple',
+    -- A configuration that exists (the cast refuses another): every write
+    -- of a message reads it.
+    search_config      text        NOT NULL DEFAULT 'simple' CHECK (search_config::regconfig IS NOT NULL),
     set_by             text        NOT NULL,
     set_at             timestamptz NOT NULL DEFAULT clock_timestamp()
 );
@@ -682,9 +684,12 @@ BEGIN
                       HINT = 'Register the tool versions the export lists (convo.register_tool) before importing.';
         END IF;
 
-        INSERT INTO convo.conversations (id, owner_id, metadata, created_at, title, archived, last_activity_at)
+        -- erased_at as the document has it: restore_problem checked that it
+        -- is the time of the first of the document's erasures.
+        INSERT INTO convo.conversations (id, owner_id, metadata, created_at, title, archived, last_activity_at, erased_at)
         VALUES (v_id, p_owner_id, v_conv -> 'metadata', (v_conv ->> 'created_at')::timestamptz, v_conv ->> 'title',
-                (v_conv ->> 'archived')::boolean, (v_conv ->> 'last_activity_at')::timestamptz)
+                (v_conv ->> 'archived')::boolean, (v_conv ->> 'last_activity_at')::timestamptz,
+                (v_conv ->> 'erased_at')::timestamptz)
         ON CONFLICT (id) DO NOTHING;
         IF NOT FOUND THEN
             -- The insert waited for another session's restore under this
@@ -752,10 +757,6 @@ BEGIN
         SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted, v_id
           FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
                LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
-        -- Erased from its first erasure on, as erase_content marks it.
-        UPDATE convo.conversations c
-           SET erased_at = (SELECT min(e.erased_at) FROM convo.erasures e WHERE e.conversation_id = v_id)
-         WHERE c.id = v_id AND EXISTS (SELECT 1 FROM convo.erasures e WHERE e.conversation_id = v_id);
 
         -- Effects as they stand (their event chains were checked above). The
         -- scope key is computed here (scope_key, this database's secret)
@@ -920,8 +921,8 @@ COMMENT ON FUNCTION convo.import_conversation(text, jsonb) IS
 
 -- path: the live conversation, root to head: what a chat UI reads on every
 -- page load. One statement (each part of it filtered by the argument, so
--- that on a distributed database it reads the node it runs on) checks the owner (sees_owner, and
--- sees_deleted for a deleted conversation; CV002 otherwise, through conversation_ref) and reads the live-path index (convo.live_path:
+-- that on a distributed database it reads the node it runs on) checks the owner (sees_conversation:
+-- CV002 otherwise, through conversation_ref) and reads the live-path index (convo.live_path:
 -- one row per branch the path runs through, kept by every head move) and
 -- the sibling counts (the few later siblings, messages_forks_idx, as one
 -- object by parent that each row looks up); a second reads the messages: a
@@ -964,8 +965,7 @@ BEGIN
                      GROUP BY f.parent_id) f)
       INTO v_seen, v_branches, v_depths, v_forks
       FROM convo.conversations c
-     WHERE c.id = p_conversation_id AND convo_private.sees_owner(c.owner_id)
-       AND (c.deleted_at IS NULL OR convo_private.sees_deleted(false));
+     WHERE c.id = p_conversation_id AND convo_private.sees_conversation(c.owner_id, c.deleted_at, false);
     IF v_seen IS NULL THEN
         PERFORM convo_private.conversation_ref(p_conversation_id); -- CV011 or CV002
     END IF;
@@ -1119,11 +1119,7 @@ DECLARE
     v_config regconfig := convo_private.search_config_in_use();
     v_words  tsquery;
 BEGIN
-    IF p_owner_id IS NULL OR NOT convo_private.sees_owner(p_owner_id) THEN
-        RAISE EXCEPTION 'p_owner_id must be the owner this session acts for'
-            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL')),
-                  HINT = 'Name the owner with SET LOCAL convo.owner_id first.';
-    END IF;
+    PERFORM convo_private.check_sees_owner(p_owner_id);
     IF p_query IS NULL OR btrim(p_query) = '' THEN
         RAISE EXCEPTION 'p_query is required: the words to search for'
             USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
@@ -1309,10 +1305,62 @@ BEGIN
 END;
 $$;
 
+-- check_sees_owner: the owner a read of an owner's rows names (a sidebar
+-- page, a search), checked before any row is read: one this session may
+-- see (sees_owner: the owner its session set, every owner for
+-- convo_reader); CV011 otherwise, as check_owner answers a write.
+CREATE OR REPLACE FUNCTION convo_private.check_sees_owner(p_owner_id text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_owner_id IS NULL OR NOT convo_private.sees_owner(p_owner_id) THEN
+        RAISE EXCEPTION 'p_owner_id must be the owner this session acts for'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL')),
+                  HINT = 'Name the owner with SET LOCAL convo.owner_id first.';
+    END IF;
+END;
+$$;
+
+-- check_sidebar: the arguments of conversations() (a sidebar page), checked
+-- before any row is read: the owner this session may see (check_sees_owner:
+-- CV011 for another), a limit of 1 to 1,000, p_archived given, and p_before_id only
+-- with p_before. On a distributed database each node's part of the page
+-- checks them too.
+CREATE OR REPLACE FUNCTION convo_private.check_sidebar(
+    p_owner_id  text,
+    p_limit     int,
+    p_before    timestamptz,
+    p_archived  boolean,
+    p_before_id uuid)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM convo_private.check_sees_owner(p_owner_id);
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 1000, not %', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF p_archived IS NULL THEN
+        RAISE EXCEPTION 'p_archived must be true or false'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);
+    END IF;
+    IF p_before_id IS NOT NULL AND p_before IS NULL THEN
+        RAISE EXCEPTION 'p_before_id goes with p_before: both are the last row of the previous page'
+            USING ERRCODE = 'CV011', DETAIL = format('owner %s, p_before_id %s', p_owner_id, p_before_id);
+    END IF;
+END;
+$$;
+
 -- conversation_ref: the conversation row for a read, or CV002 when there is
--- none, the caller may not see its owner (sees_owner: the one owner check
--- of a read) or it is deleted and the caller acts for its owner alone
--- (sees_deleted). A read takes no lock: it sees one consistent snapshot.
+-- none or the caller may not see it (sees_conversation: the one owner check
+-- of a read; another owner's, or deleted to a caller that acts for its owner
+-- alone). A read takes no lock: it sees one consistent snapshot.
 CREATE OR REPLACE FUNCTION convo_private.conversation_ref(p_conversation_id uuid)
 RETURNS convo.conversations
 LANGUAGE plpgsql
@@ -1326,8 +1374,7 @@ BEGIN
         RAISE EXCEPTION 'p_conversation_id is required' USING ERRCODE = 'CV011', DETAIL = 'conversation NULL';
     END IF;
     SELECT * INTO v_conversation FROM convo.conversations c WHERE c.id = p_conversation_id;
-    IF NOT FOUND OR NOT convo_private.sees_owner(v_conversation.owner_id)
-       OR (v_conversation.deleted_at IS NOT NULL AND NOT convo_private.sees_deleted(false)) THEN
+    IF NOT FOUND OR NOT convo_private.sees_conversation(v_conversation.owner_id, v_conversation.deleted_at, false) THEN
         RAISE EXCEPTION 'conversation % does not exist', p_conversation_id
             USING ERRCODE = 'CV002', DETAIL = format('conversation %s', p_conversation_id);
     END IF;
@@ -1671,9 +1718,9 @@ $$;
 -- lock_conversation: takes the conversation's row lock (FOR NO KEY UPDATE),
 -- which every write to a conversation takes first, so writes to one
 -- conversation serialize; returns the current head. CV002 if it does not
--- exist, the caller may not write for its owner (writes_owner: the one
--- owner check of a write) or it is deleted and the caller writes for its
--- owner alone (sees_deleted). The owner check is a condition of the locking
+-- exist or the caller may not write it (sees_conversation: the one owner
+-- check of a write; another owner's, or deleted to a caller that writes for
+-- its owner alone). The owner check is a condition of the locking
 -- statement, so a row the caller may not write is never locked or waited
 -- for: another owner's lock can neither delay a call nor be timed.
 CREATE OR REPLACE FUNCTION convo_private.lock_conversation(p_conversation_id uuid)
@@ -1689,8 +1736,7 @@ BEGIN
     END IF;
     SELECT c.head_message_id INTO v_head
       FROM convo.conversations c
-     WHERE c.id = p_conversation_id AND convo_private.writes_owner(c.owner_id)
-       AND (c.deleted_at IS NULL OR convo_private.sees_deleted(true))
+     WHERE c.id = p_conversation_id AND convo_private.sees_conversation(c.owner_id, c.deleted_at, true)
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'conversation % does not exist', p_conversation_id
@@ -1866,12 +1912,12 @@ BEGIN
         -- The same owner, metadata and system prompt return the first
         -- result; anything else, another owner's id included, is CV009,
         -- and so is a deleted conversation of the owner's to a caller that
-        -- writes for the owner alone (sees_deleted: one that does not exist
+        -- writes for the owner alone (sees_conversation: one that does not exist
         -- for it, whose prompt is not to be guessed at). Locked only if it
         -- is this owner's.
         SELECT * INTO v_existing FROM convo.conversations c
          WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id
-           AND (c.deleted_at IS NULL OR convo_private.sees_deleted(true))
+           AND convo_private.sees_conversation(c.owner_id, c.deleted_at, true)
            FOR NO KEY UPDATE;
         -- The system prompt is the message the 'create' move named, whatever
         -- was appended since; compared as text, like the metadata.
@@ -1898,9 +1944,9 @@ $$;
 
 -- owner_beside: the owner of p_other_conversation_id, a conversation stored
 -- beside p_conversation_id (other_conversation found it there), read where
--- it is stored (beside); NULL, an owner nobody acts for, when it is deleted
--- and the caller may not see it (sees_deleted), so that raise_not_found
--- answers CV002 for it as for a conversation that does not exist.
+-- it is stored (beside); NULL, an owner nobody acts for, when the caller may
+-- not see it (sees_conversation: another owner's, or deleted), so that
+-- raise_not_found answers CV002 for it as for one that does not exist.
 CREATE OR REPLACE FUNCTION convo_private.owner_beside(p_conversation_id uuid, p_other_conversation_id uuid)
 RETURNS text
 LANGUAGE plpgsql
@@ -1911,7 +1957,7 @@ DECLARE
     v_owner text;
 BEGIN
     EXECUTE format('SELECT c.owner_id FROM %s c WHERE c.id = $1
-                      AND (c.deleted_at IS NULL OR convo_private.sees_deleted(false))', convo_private.beside('convo.conversations', p_conversation_id))
+                      AND convo_private.sees_conversation(c.owner_id, c.deleted_at, false)', convo_private.beside('convo.conversations', p_conversation_id))
        INTO v_owner USING p_other_conversation_id;
     RETURN v_owner;
 END;
@@ -2674,8 +2720,7 @@ BEGIN
       JOIN %2$s c ON c.id = g.conversation_id
      WHERE g.state = ''streaming''
        AND g.started_at < clock_timestamp() - convo.generation_stale_after()
-       AND convo_private.sees_owner(c.owner_id)
-       AND (c.deleted_at IS NULL OR convo_private.sees_deleted(false))', p_generations, p_conversations);
+       AND convo_private.sees_conversation(c.owner_id, c.deleted_at, false)', p_generations, p_conversations);
 END;
 $$;
 
@@ -3006,17 +3051,23 @@ BEGIN ATOMIC
        AND p.proname IN ('orphaned_applied_effects_rows', 'stale_pending_effects_rows', 'stale_generations_rows');
 END;
 
--- sees_deleted: whether the caller may read (p_write false) or change
--- (p_write true) a deleted conversation: to a caller that acts for one owner
--- (convo_app, owner set) a deleted conversation does not exist (CV002), as
--- to anyone else's; a member of convo_reader reads every owner's, deleted
--- ones included (an abuse report), and of convo_admin changes them (a charge
--- in flight settled, restore_deleted_conversation, erasure).
-CREATE OR REPLACE FUNCTION convo_private.sees_deleted(p_write boolean)
+-- sees_conversation: whether the caller may read (p_write false) or change
+-- (p_write true) a conversation of p_owner_id deleted at p_deleted_at (NULL:
+-- not deleted): the owner check of every call that names a conversation.
+-- Its owner's (sees_owner to read, writes_owner to change), and, once
+-- deleted, a caller's that acts for every owner: to one that acts for the
+-- owner alone (convo_app, owner set) a deleted conversation does not exist,
+-- as another owner's does not; a member of convo_reader reads it (an abuse
+-- report) and of convo_admin changes it (a charge in flight settled,
+-- restore_deleted_conversation, erasure). No SET clause, as sees_owner: the
+-- planner inlines it.
+CREATE OR REPLACE FUNCTION convo_private.sees_conversation(p_owner_id text, p_deleted_at timestamptz, p_write boolean)
 RETURNS boolean
 LANGUAGE sql
 STABLE
-RETURN pg_has_role(convo_private.caller()::name, CASE WHEN p_write THEN 'convo_admin' ELSE 'convo_reader' END, 'USAGE');
+RETURN CASE WHEN p_write THEN convo_private.writes_owner(p_owner_id) ELSE convo_private.sees_owner(p_owner_id) END
+   AND (p_deleted_at IS NULL
+        OR pg_has_role(convo_private.caller()::name, CASE WHEN p_write THEN 'convo_admin' ELSE 'convo_reader' END, 'USAGE'));
 
 -- import_repeat: the conversation an import from another product made
 -- before for this owner from the same source with the same content (by
@@ -3026,7 +3077,7 @@ RETURN pg_has_role(convo_private.caller()::name, CASE WHEN p_write THEN 'convo_a
 -- (import_id set) is history, not an import here), or NULL. A repeat
 -- writes nothing; the same source with other content is merged into that
 -- conversation by import_tree. A deleted conversation is no repeat to a
--- caller that writes for its owner alone (sees_deleted): the import goes on
+-- caller that writes for its owner alone (sees_conversation): the import goes on
 -- to import_tree's merge, whose lock answers CV002 for it, as for every call
 -- of the owner's. (p_where is unused: a repeat refuses nothing.)
 CREATE OR REPLACE FUNCTION convo_private.import_repeat(
@@ -3044,7 +3095,7 @@ BEGIN ATOMIC
      WHERE i.owner_id = p_owner_id AND i.format = p_format AND i.source_key = p_source_key
        AND i.digest = p_digest AND i.import_id IS NULL
        AND EXISTS (SELECT 1 FROM convo.conversations c
-                    WHERE c.id = i.conversation_id AND (c.deleted_at IS NULL OR convo_private.sees_deleted(true)))
+                    WHERE c.id = i.conversation_id AND convo_private.sees_conversation(c.owner_id, c.deleted_at, true))
      LIMIT 1;
 END;
 

@@ -15,7 +15,6 @@ BEGIN
       JOIN %2$s c ON c.id = g.conversation_id
      WHERE g.state = ''streaming''
        AND g.started_at < clock_timestamp() - convo.generation_stale_after()
-       AND convo_private.sees_owner(c.owner_id)
-       AND (c.deleted_at IS NULL OR convo_private.sees_deleted(false))', p_generations, p_conversations);
+       AND convo_private.sees_conversation(c.owner_id, c.deleted_at, false)', p_generations, p_conversations);
 END;
 $$;

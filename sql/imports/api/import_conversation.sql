@@ -178,9 +178,12 @@ BEGIN
                       HINT = 'Register the tool versions the export lists (convo.register_tool) before importing.';
         END IF;
 
-        INSERT INTO convo.conversations (id, owner_id, metadata, created_at, title, archived, last_activity_at)
+        -- erased_at as the document has it: restore_problem checked that it
+        -- is the time of the first of the document's erasures.
+        INSERT INTO convo.conversations (id, owner_id, metadata, created_at, title, archived, last_activity_at, erased_at)
         VALUES (v_id, p_owner_id, v_conv -> 'metadata', (v_conv ->> 'created_at')::timestamptz, v_conv ->> 'title',
-                (v_conv ->> 'archived')::boolean, (v_conv ->> 'last_activity_at')::timestamptz)
+                (v_conv ->> 'archived')::boolean, (v_conv ->> 'last_activity_at')::timestamptz,
+                (v_conv ->> 'erased_at')::timestamptz)
         ON CONFLICT (id) DO NOTHING;
         IF NOT FOUND THEN
             -- The insert waited for another session's restore under this
@@ -248,10 +251,6 @@ BEGIN
         SELECT j.elem ->> 'owner_id', (j.elem ->> 'id')::uuid, p.place, p.rows_redacted, v_id
           FROM jsonb_array_elements(p_export -> 'erasures') j (elem),
                LATERAL jsonb_to_recordset(j.elem -> 'places') p (place text, rows_redacted bigint);
-        -- Erased from its first erasure on, as erase_content marks it.
-        UPDATE convo.conversations c
-           SET erased_at = (SELECT min(e.erased_at) FROM convo.erasures e WHERE e.conversation_id = v_id)
-         WHERE c.id = v_id AND EXISTS (SELECT 1 FROM convo.erasures e WHERE e.conversation_id = v_id);
 
         -- Effects as they stand (their event chains were checked above). The
         -- scope key is computed here (scope_key, this database's secret)

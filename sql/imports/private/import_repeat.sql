@@ -6,7 +6,7 @@
 -- (import_id set) is history, not an import here), or NULL. A repeat
 -- writes nothing; the same source with other content is merged into that
 -- conversation by import_tree. A deleted conversation is no repeat to a
--- caller that writes for its owner alone (sees_deleted): the import goes on
+-- caller that writes for its owner alone (sees_conversation): the import goes on
 -- to import_tree's merge, whose lock answers CV002 for it, as for every call
 -- of the owner's. (p_where is unused: a repeat refuses nothing.)
 CREATE OR REPLACE FUNCTION convo_private.import_repeat(
@@ -24,6 +24,6 @@ BEGIN ATOMIC
      WHERE i.owner_id = p_owner_id AND i.format = p_format AND i.source_key = p_source_key
        AND i.digest = p_digest AND i.import_id IS NULL
        AND EXISTS (SELECT 1 FROM convo.conversations c
-                    WHERE c.id = i.conversation_id AND (c.deleted_at IS NULL OR convo_private.sees_deleted(true)))
+                    WHERE c.id = i.conversation_id AND convo_private.sees_conversation(c.owner_id, c.deleted_at, true))
      LIMIT 1;
 END;

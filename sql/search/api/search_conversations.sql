@@ -41,11 +41,7 @@ DECLARE
     v_config regconfig := convo_private.search_config_in_use();
     v_words  tsquery;
 BEGIN
-    IF p_owner_id IS NULL OR NOT convo_private.sees_owner(p_owner_id) THEN
-        RAISE EXCEPTION 'p_owner_id must be the owner this session acts for'
-            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL')),
-                  HINT = 'Name the owner with SET LOCAL convo.owner_id first.';
-    END IF;
+    PERFORM convo_private.check_sees_owner(p_owner_id);
     IF p_query IS NULL OR btrim(p_query) = '' THEN
         RAISE EXCEPTION 'p_query is required: the words to search for'
             USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);

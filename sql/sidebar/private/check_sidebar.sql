@@ -1,6 +1,6 @@
 -- check_sidebar: the arguments of conversations() (a sidebar page), checked
--- before any row is read: the owner this session may see (CV011 for
--- another), a limit of 1 to 1,000, p_archived given, and p_before_id only
+-- before any row is read: the owner this session may see (check_sees_owner:
+-- CV011 for another), a limit of 1 to 1,000, p_archived given, and p_before_id only
 -- with p_before. On a distributed database each node's part of the page
 -- checks them too.
 CREATE OR REPLACE FUNCTION convo_private.check_sidebar(
@@ -15,11 +15,7 @@ STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_owner_id IS NULL OR NOT convo_private.sees_owner(p_owner_id) THEN
-        RAISE EXCEPTION 'p_owner_id must be the owner this session acts for'
-            USING ERRCODE = 'CV011', DETAIL = format('owner %s', coalesce(quote_literal(p_owner_id), 'NULL')),
-                  HINT = 'Name the owner with SET LOCAL convo.owner_id first.';
-    END IF;
+    PERFORM convo_private.check_sees_owner(p_owner_id);
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
         RAISE EXCEPTION 'p_limit must be between 1 and 1000, not %', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'CV011', DETAIL = format('owner %s', p_owner_id);

@@ -1,7 +1,7 @@
 -- path: the live conversation, root to head: what a chat UI reads on every
 -- page load. One statement (each part of it filtered by the argument, so
--- that on a distributed database it reads the node it runs on) checks the owner (sees_owner, and
--- sees_deleted for a deleted conversation; CV002 otherwise, through conversation_ref) and reads the live-path index (convo.live_path:
+-- that on a distributed database it reads the node it runs on) checks the owner (sees_conversation:
+-- CV002 otherwise, through conversation_ref) and reads the live-path index (convo.live_path:
 -- one row per branch the path runs through, kept by every head move) and
 -- the sibling counts (the few later siblings, messages_forks_idx, as one
 -- object by parent that each row looks up); a second reads the messages: a
@@ -44,8 +44,7 @@ BEGIN
                      GROUP BY f.parent_id) f)
       INTO v_seen, v_branches, v_depths, v_forks
       FROM convo.conversations c
-     WHERE c.id = p_conversation_id AND convo_private.sees_owner(c.owner_id)
-       AND (c.deleted_at IS NULL OR convo_private.sees_deleted(false));
+     WHERE c.id = p_conversation_id AND convo_private.sees_conversation(c.owner_id, c.deleted_at, false);
     IF v_seen IS NULL THEN
         PERFORM convo_private.conversation_ref(p_conversation_id); -- CV011 or CV002
     END IF;

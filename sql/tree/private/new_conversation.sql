@@ -46,12 +46,12 @@ BEGIN
         -- The same owner, metadata and system prompt return the first
         -- result; anything else, another owner's id included, is CV009,
         -- and so is a deleted conversation of the owner's to a caller that
-        -- writes for the owner alone (sees_deleted: one that does not exist
+        -- writes for the owner alone (sees_conversation: one that does not exist
         -- for it, whose prompt is not to be guessed at). Locked only if it
         -- is this owner's.
         SELECT * INTO v_existing FROM convo.conversations c
          WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id
-           AND (c.deleted_at IS NULL OR convo_private.sees_deleted(true))
+           AND convo_private.sees_conversation(c.owner_id, c.deleted_at, true)
            FOR NO KEY UPDATE;
         -- The system prompt is the message the 'create' move named, whatever
         -- was appended since; compared as text, like the metadata.

@@ -271,3 +271,32 @@ func decodeExport(t testing.TB, doc string) map[string]any {
 	}
 	return x
 }
+
+// TestRestoreRefusesImportsInACreatedConversation: a conversation imported
+// from ChatGPT restores; the same document with its head log begun by
+// 'create' (a conversation the API began, into which no import merges,
+// holding messages dated by ChatGPT before it was created) is refused with
+// CV011 naming the row and the message, and writes nothing.
+func TestRestoreRefusesImportsInACreatedConversation(t *testing.T) {
+	t.Parallel()
+	src, dst := newDB(t), newDB(t)
+	conv := mustImport(t, loginAs(t, src, "convo_app"), "owner-1", "chatgpt", tinyChatGPT("created-here", "Hi."))
+	doc := exportAs(t, src, "", conv)
+	forged := editExport(t, doc, func(x map[string]any) {
+		rows(x, "head_log")[0]["reason"] = "create"
+		rows(x, "head_log")[0]["import_id"] = nil
+	})
+	admin := loginAs(t, dst, "convo_admin")
+	before := fingerprint(t, dst)
+	_, err := importAs(admin, "owner-1", "conversation", forged)
+	requireSQLState(t, err, "CV011")
+	for _, m := range []string{"head_log: row seq", "has reason create", "came from an import"} {
+		if detail := pgError(t, err).Detail; !strings.Contains(detail, m) {
+			t.Errorf("DETAIL %q does not name %q", detail, m)
+		}
+	}
+	requireFingerprint(t, dst, "the refused restore", before)
+	if _, err := importAs(admin, "owner-1", "conversation", doc); err != nil {
+		t.Fatalf("the document as exported: %v", err)
+	}
+}

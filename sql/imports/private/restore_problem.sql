@@ -11,7 +11,8 @@
 --   numbers: a head-log, change or event seq is there and appears once
 --   (import_conversation renumbers them, keeping their order);
 --   reasons: the head log's are the API's ('direct_update' is never
---   restored; 'create' only begins a log, 'import' begins one with an
+--   restored; 'create' only begins a log, of a conversation holding no
+--   message from another product, 'import' begins one with an
 --   import from another product in the document, or is a later merge that
 --   names one of its imports);
 --   keys: an effect's idempotency key is its scope key, the re-run key of
@@ -261,6 +262,15 @@ BEGIN
         (SELECT format('head_log: row seq %s has reason import, and the export has no import from another product', x.seq)
            FROM (SELECT l.seq, l.reason FROM l ORDER BY l.seq LIMIT 1) x
           WHERE x.reason = 'import' AND NOT EXISTS (SELECT 1 FROM io WHERE io.format IN ('chatgpt', 'openwebui', 'librechat')))
+        UNION ALL
+        -- A log begun by 'create' is a conversation the API began, into
+        -- which no import merges (a merge finds its conversation by an
+        -- earlier import of the source): none of its messages came from
+        -- another product, so none may keep a source's time from before it.
+        (SELECT format('head_log: row seq %s has reason create, and message %s came from an import', x.seq, m.id)
+           FROM (SELECT l.seq, l.reason FROM l ORDER BY l.seq LIMIT 1) x
+           JOIN mo m ON m.imported
+          WHERE x.reason = 'create' LIMIT 1)
         UNION ALL
         -- Keys.
         (SELECT format('effects: effect %s has idempotency key %s, which is neither its scope key nor its re-run''s key', e.id, e.idempotency_key)

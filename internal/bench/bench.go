@@ -80,10 +80,15 @@ type Result struct {
 	Messages int64  // messages stored after loading
 	LoadTime time.Duration
 	Rows     []Row
-	Chart    []Point
-	Growth   []Growth
-	Calls    []CallCount
-	Elapsed  time.Duration
+	// Shaped are the same workloads in the application's transaction
+	// shape, measured by pgbench with fsync off (pgbench.go); none when
+	// NoPgbench says why.
+	Shaped    []Row
+	NoPgbench string
+	Chart     []Point
+	Growth    []Growth
+	Calls     []CallCount
+	Elapsed   time.Duration
 }
 
 type run struct {
@@ -179,18 +184,51 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res.Rows = append(res.Rows, rows...)
-	// The chart before the writes, which change the paths of the
-	// conversations they write to (and not their flat copies).
+	// The chart and the application-shaped reads before the writes, which
+	// change the paths of the conversations they write to (and not their
+	// flat copies).
 	r.logf("path against depth")
 	if res.Chart, err = r.chartPoints(ctx, linear, edited); err != nil {
 		return nil, err
 	}
+	// Each written conversation's last user message, which the edits edit
+	// again and again (it gathers siblings), on both sides.
+	targets := map[string]string{}
+	for _, c := range writes {
+		var id string
+		if err := e.admin.QueryRow(ctx, `SELECT message_id::text FROM convo.path($1) WHERE role = 'user'
+			ORDER BY depth DESC LIMIT 1`, c.id).Scan(&id); err != nil {
+			return nil, fmt.Errorf("finding a user message to edit: %w", err)
+		}
+		targets[c.id] = id
+	}
+	sizes := map[string]int{"linear": len(linear), "edited": len(edited), "writes": len(writes)}
+	if pgbenchPath() == "" {
+		res.NoPgbench = "no pgbench beside the server binaries (Debian's postgresql-15 package has it): the application's transaction shape was not measured"
+		r.logf("%s", res.NoPgbench)
+	} else {
+		if err := r.savePicks(ctx, map[string][]conversation{"linear": linear, "edited": edited, "writes": writes}, targets); err != nil {
+			return nil, err
+		}
+		r.logf("reads in the application's transaction shape (pgbench -M prepared, fsync off)")
+		if rows, err = r.shaped(ctx, sizes, false); err != nil {
+			return nil, err
+		}
+		res.Shaped = append(res.Shaped, rows...)
+	}
 	r.logf("writes on %d conversations", len(writes))
-	if rows, err = r.writes(ctx, writes); err != nil {
+	if rows, err = r.writes(ctx, writes, targets); err != nil {
 		return nil, err
 	}
 	res.Rows = append(res.Rows, rows...)
 	res.Rows = append(res.Rows, bytes)
+	if res.NoPgbench == "" {
+		r.logf("writes in the application's transaction shape (pgbench -M prepared, fsync off)")
+		if rows, err = r.shaped(ctx, sizes, true); err != nil {
+			return nil, err
+		}
+		res.Shaped = append(res.Shaped, rows...)
+	}
 	r.logf("large inputs, N and 4N")
 	if res.Growth, err = r.large(ctx); err != nil {
 		return nil, err

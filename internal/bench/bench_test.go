@@ -68,6 +68,22 @@ func TestRunTiny(t *testing.T) {
 			t.Errorf("row %q: %+v, want positive measures", row.Workload, row)
 		}
 	}
+	// Every goal measured both ways: pgbench is beside the server binaries
+	// wherever .ci/run installs them.
+	if pgbenchPath() == "" {
+		t.Fatalf("no pgbench beside the server binaries: %s", res.NoPgbench)
+	}
+	if len(res.Shaped) != len(goalOrder)-1 {
+		t.Errorf("%d rows in the application's transaction shape, want one per goal but the bytes (%d)", len(res.Shaped), len(goalOrder)-1)
+	}
+	for _, row := range res.Shaped {
+		if !(row.A > 0 && row.B > 0 && row.Ratio > 0) || row.Samples == 0 || goals[row.Key].goal != row.Goal {
+			t.Errorf("shaped row %q: %+v, want positive measures and its goal", row.Key, row)
+		}
+	}
+	if both := res.GoalsTable(); strings.Contains(both, "not measured") || strings.Count(both, "\n") != len(goalOrder)+2 {
+		t.Errorf("the goals table misses a measure:\n%s", both)
+	}
 	if len(res.Chart) != len(cfg.ChartDepths) {
 		t.Errorf("%d chart points, want %d", len(res.Chart), len(cfg.ChartDepths))
 	}
@@ -82,7 +98,7 @@ func TestRunTiny(t *testing.T) {
 
 	md := res.Markdown("go run ./cmd/bench", "chart.svg")
 	for _, want := range []string{"| workload | pgconvo | baseline | ratio | goal |", "`edit_and_resend`",
-		"bytes per message", "![path latency against depth](chart.svg)", "| 4N / N | goal |"} {
+		"bytes per message", "## Every goal, both ways", "![path latency against depth](chart.svg)", "| 4N / N | goal |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
 		}

@@ -65,6 +65,47 @@ func (res *Result) Table() string {
 	return b.String()
 }
 
+// GoalsTable is every workload with a goal, measured both ways: the Go
+// pairs' ratio (the commit's flush as the run's fsync says, and the
+// driver's round trips, on both sides) and the application's transaction
+// shape's (pgbench -M prepared, fsync off), each met or missed against the
+// goal.
+func (res *Result) GoalsTable() string {
+	byKey := func(rows []Row) map[string]Row {
+		m := map[string]Row{}
+		for _, r := range rows {
+			if r.Key != "" {
+				m[r.Key] = r
+			}
+		}
+		return m
+	}
+	goRows, shaped := byKey(res.Rows), byKey(res.Shaped)
+	cell := func(r Row, ok bool, goal string) string {
+		if !ok {
+			return "not measured"
+		}
+		return fmt.Sprintf("%.2fx (%s vs %s), %s", r.Ratio, value(r.A, r.Unit), value(r.B, r.Unit), verdict(r.Ratio, goal, 1))
+	}
+	var b strings.Builder
+	fsync := map[bool]string{true: "fsync on", false: "fsync off"}[res.Config.Fsync]
+	fmt.Fprintf(&b, "| workload / baseline | goal | Go pairs (%s) | the application's transaction shape (pgbench, fsync off) |\n|---|---|---|---|\n", fsync)
+	for _, key := range goalOrder {
+		g := goals[key]
+		gr, gok := goRows[key]
+		sr, sok := shaped[key]
+		if key == "bytes" {
+			// One measurement: the bytes do not depend on the way.
+			sr, sok = gr, gok
+		}
+		fmt.Fprintf(&b, "| %s / %s | %s | %s | %s |\n", g.name, g.baseline, g.goal, cell(gr, gok, g.goal), cell(sr, sok, g.goal))
+	}
+	if res.NoPgbench != "" {
+		b.WriteString("\n" + res.NoPgbench + ".\n")
+	}
+	return b.String()
+}
+
 // GrowthTable is the large-input cases in Markdown: each met or missed
 // against its goal, the growth from N to 4N that linear (4x) or constant
 // (1x) work has; a case meets it when it grows at most twice that, halfway
@@ -169,6 +210,8 @@ func (res *Result) Markdown(command, chartFile string) string {
 	b.WriteString(res.Setup() + "\n")
 	b.WriteString("A row meets its goal when its ratio, pgconvo over the baseline (for throughput, the baseline's over pgconvo's), is at most the goal.\n\n")
 	b.WriteString(res.Table())
+	b.WriteString("\n## Every goal, both ways\n\nThe same workloads in the application's transaction shape too: BEGIN, the owner set for the transaction (in one statement that also picks the conversation by number, on both sides), the call, COMMIT, sent by `pgbench -M prepared` as the login member of convo_app with fsync, synchronous_commit and full_page_writes off (for these rows only), so that what the database does is not diluted by the disk's flush and the driver's round trips. Each side runs the same count of transactions a client, alternating, in as many rounds as the throughput phases; a ratio is of the medians of the rounds' mean latencies (many clients: of their throughputs, the baseline's over pgconvo's).\n\n")
+	b.WriteString(res.GoalsTable())
 	b.WriteString("\n## Function calls per API call\n\nCounted by PostgreSQL (`track_functions = all`, `pg_stat_xact_user_functions`) in one transaction each, as the application's role: every PL/pgSQL or SQL function of pgconvo's that runs, the API function, its helpers and every trigger function, once per call.\n\n")
 	b.WriteString(res.CallTable())
 	fmt.Fprintf(&b, "\n## `path` against depth\n\n![path latency against depth](%s)\n\n", chartFile)

@@ -14,6 +14,7 @@ import (
 // its baseline's, and their ratio (pgconvo over the baseline: above 1 is
 // slower or bigger).
 type Row struct {
+	Key      string // the goal's, in goals; "" for a row without one there
 	Workload string
 	Baseline string
 	A, B     float64 // medians (or throughputs, or sizes) in Unit
@@ -22,6 +23,27 @@ type Row struct {
 	Samples  int // per side
 	Goal     string
 }
+
+// goal is a workload's name, baseline and goal: the most its ratio may be.
+type goal struct{ name, baseline, goal string }
+
+// goals are the workloads measured both ways, the Go pairs and the
+// application's transaction shape (pgbench), by key, with the goal each
+// way is held to.
+var goals = map[string]goal{
+	"path-linear":       {"`path`, never edited", "a flat `(conversation_id, seq)` list of the same rows", "1.2x"},
+	"path-edited":       {"`path`, an edit every 10 turns", "the same flat list", "1.3x"},
+	"path_at":           {"`path_at` at the latest instant (edited conversations)", "`path`", "1.3x"},
+	"edit":              {"`edit_and_resend`", "minimal SQL: lock, insert the sibling, move the head, log it; one statement", "2x"},
+	"append":            {"`append_message`", "minimal SQL: lock, insert the child, move the head, log it; one statement", "2x"},
+	"append-many":       {"`append_message`, many clients", "the minimal append, as many clients", "2x"},
+	"append-many-quiet": {"`append_message`, many clients, `convo.notify` off", "the minimal append, as many clients", "2x"},
+	"agent":             {"an agent turn with an effectful tool call (4 transactions)", "the same 4 transactions, text in place of the call and the result", "1.3x"},
+	"bytes":             {"bytes per message, every table, index and copy (after VACUUM)", "the flat list", "2x"},
+}
+
+// goalOrder is the order the both-ways table prints them in.
+var goalOrder = []string{"path-linear", "path-edited", "path_at", "edit", "append", "append-many", "append-many-quiet", "agent", "bytes"}
 
 // spread picks the conversation of a client's iteration from set, spread
 // over the whole set and differing between clients.
@@ -38,7 +60,7 @@ func own(set []conversation, client, clients, i int) conversation {
 
 // readRow times a read of each picked conversation by pgconvo (query a)
 // and by the baseline (query b), alternating.
-func (r *run) readRow(ctx context.Context, name, baseline string, set []conversation, a, b, goal string) (Row, error) {
+func (r *run) readRow(ctx context.Context, key, name, baseline string, set []conversation, a, b, goal string) (Row, error) {
 	clients := r.cfg.Clients
 	read := func(query string) step {
 		return func(ctx context.Context, conn *pgx.Conn, client, i int) error {
@@ -50,7 +72,9 @@ func (r *run) readRow(ctx context.Context, name, baseline string, set []conversa
 	if err != nil {
 		return Row{}, fmt.Errorf("%s: %w", name, err)
 	}
-	return latencyRow(name, baseline, s, goal), nil
+	row := latencyRow(name, baseline, s, goal)
+	row.Key = key
+	return row, nil
 }
 
 // latencyRow makes a row of medians from a pair's samples.
@@ -69,18 +93,18 @@ func (r *run) reads(ctx context.Context, linear, edited []conversation) ([]Row, 
 	const path = `SELECT * FROM convo.path($1)`
 	var rows []Row
 	for _, w := range []struct {
-		name, baseline string
-		set            []conversation
-		a, b, goal     string
+		key, name, baseline string
+		set                 []conversation
+		a, b                string
 	}{
-		{fmt.Sprintf("`path`, depth %d, never edited", r.cfg.Length), "flat `(conversation_id, seq)` list of the same rows",
-			linear, path, flatRead, "1.3x"},
-		{fmt.Sprintf("`path`, depth %d, an edit every 10 turns", r.cfg.Length), "the same flat list",
-			edited, path, flatRead, "1.3x"},
-		{"`path_at` at the latest instant (edited conversations)", "`path`",
-			edited, `SELECT * FROM convo.path_at($1, now())`, path, "1.3x"},
+		{"path-linear", fmt.Sprintf("`path`, depth %d, never edited", r.cfg.Length), "flat `(conversation_id, seq)` list of the same rows",
+			linear, path, flatRead},
+		{"path-edited", fmt.Sprintf("`path`, depth %d, an edit every 10 turns", r.cfg.Length), "the same flat list",
+			edited, path, flatRead},
+		{"path_at", "`path_at` at the latest instant (edited conversations)", "`path`",
+			edited, `SELECT * FROM convo.path_at($1, now())`, path},
 	} {
-		row, err := r.readRow(ctx, w.name, w.baseline, w.set, w.a, w.b, w.goal)
+		row, err := r.readRow(ctx, w.key, w.name, w.baseline, w.set, w.a, w.b, goals[w.key].goal)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +117,7 @@ func (r *run) reads(ctx context.Context, linear, edited []conversation) ([]Row, 
 // writes times edit_and_resend, append_message (2 and 16 clients) and an
 // agent turn with an effectful tool call, each beside its floor, on the
 // conversations of set (copied to the write baseline's tables).
-func (r *run) writes(ctx context.Context, set []conversation) ([]Row, error) {
+func (r *run) writes(ctx context.Context, set []conversation, targets map[string]string) ([]Row, error) {
 	clients := r.cfg.Clients
 	var rows []Row
 	fsync := "fsync on"
@@ -101,17 +125,8 @@ func (r *run) writes(ctx context.Context, set []conversation) ([]Row, error) {
 		fsync = "fsync off"
 	}
 
-	// edit_and_resend: each conversation's last user message, edited again
-	// and again (it gathers siblings), on both sides.
-	targets := map[string]string{}
-	for _, c := range set {
-		var id string
-		if err := r.env.admin.QueryRow(ctx, `SELECT message_id::text FROM convo.path($1) WHERE role = 'user'
-			ORDER BY depth DESC LIMIT 1`, c.id).Scan(&id); err != nil {
-			return nil, fmt.Errorf("finding a user message to edit: %w", err)
-		}
-		targets[c.id] = id
-	}
+	// edit_and_resend: each conversation's last user message (targets),
+	// edited again and again (it gathers siblings), on both sides.
 	edit := func(query string) step {
 		return func(ctx context.Context, conn *pgx.Conn, client, i int) error {
 			c := own(set, client, clients, i)
@@ -126,7 +141,8 @@ func (r *run) writes(ctx context.Context, set []conversation) ([]Row, error) {
 		return nil, fmt.Errorf("edit_and_resend: %w", err)
 	}
 	goal := map[bool]string{false: "2x", true: "1.5x"}[r.cfg.Fsync]
-	rows = append(rows, latencyRow("`edit_and_resend` ("+fsync+")", "minimal SQL: lock, insert the sibling, move the head, log it; one statement", s, goal))
+	rows = append(rows, latencyRow("`edit_and_resend` ("+fsync+")", goals["edit"].baseline, s, goal))
+	rows[len(rows)-1].Key = "edit"
 	r.logRow(rows[len(rows)-1])
 
 	appendStep := func(pick func([]conversation, int, int, int) conversation, clients int, query string) step {
@@ -144,23 +160,27 @@ func (r *run) writes(ctx context.Context, set []conversation) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("append_message: %w", err)
 	}
-	rows = append(rows, latencyRow("`append_message` ("+fsync+")", "minimal SQL: lock, insert the child, move the head, log it; one statement", s, goal))
+	rows = append(rows, latencyRow("`append_message` ("+fsync+")", goals["append"].baseline, s, goal))
+	rows[len(rows)-1].Key = "append"
 	r.logRow(rows[len(rows)-1])
 
 	for _, p := range []struct {
+		key   string
 		pool  *pgxpool.Pool
 		label string
-	}{{r.many, ""}, {r.quiet, ", `convo.notify` off"}} {
+	}{{"append-many", r.many, ""}, {"append-many-quiet", r.quiet, ", `convo.notify` off"}} {
 		row, err := r.manyClients(ctx, p.pool, p.label, set,
 			appendStep(spread, r.cfg.ManyClients, appendAPI), appendStep(spread, r.cfg.ManyClients, appendFloor))
 		if err != nil {
 			return nil, err
 		}
+		row.Key = p.key
 		rows = append(rows, row)
 		r.logRow(row)
 	}
 
 	row, err := r.agentTurns(ctx, set)
+	row.Key = "agent"
 
 	if err != nil {
 		return nil, err
@@ -300,8 +320,8 @@ func (r *run) bytesRow(ctx context.Context) (Row, error) {
 	if err != nil {
 		return Row{}, fmt.Errorf("measuring bytes per message: %w", err)
 	}
-	row := Row{Workload: "bytes per message, every table, index and copy (after VACUUM)", Baseline: "the flat list",
-		A: a, B: b, Unit: "bytes", Ratio: a / b, Samples: 1, Goal: "2x"}
+	g := goals["bytes"]
+	row := Row{Key: "bytes", Workload: g.name, Baseline: g.baseline, A: a, B: b, Unit: "bytes", Ratio: a / b, Samples: 1, Goal: g.goal}
 	r.logRow(row)
 	return row, nil
 }

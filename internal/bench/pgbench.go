@@ -164,8 +164,9 @@ func pgbenchPath() string {
 // shaped measures the reads' pairs or the writes' (writes) in the application's transaction shape: the
 // server switched to fsync off for the while (and back), each pair's sides
 // alternating in Phases rounds of the same count of transactions a client.
-// Latency rows compare the median of each side's per-round mean latency,
-// throughput rows the median of its rounds' transactions per second.
+// Latency rows compare the medians of every transaction's latency a side
+// (pgbench's per-transaction logs), throughput rows the medians of the
+// rounds' transactions per second.
 func (r *run) shaped(ctx context.Context, sizes map[string]int, writes bool) ([]Row, error) {
 	bin := pgbenchPath()
 	if bin == "" {
@@ -214,7 +215,7 @@ func (r *run) shaped(ctx context.Context, sizes map[string]int, writes bool) ([]
 				}
 			}
 		}
-		row := shapedRow(p, as, bs, clients, count*clients*rounds)
+		row := shapedRow(p, as, bs, count*clients*rounds)
 		r.logRow(row)
 		rows = append(rows, row)
 	}
@@ -247,19 +248,20 @@ func (r *run) setFsync(ctx context.Context, on bool) error {
 	return fmt.Errorf("fsync is still not %s after a reload", v)
 }
 
-// pgbenchRun is what one pgbench run printed.
+// pgbenchRun is what one pgbench run measured: every transaction's latency
+// (from its per-transaction log) and the throughput it printed.
 type pgbenchRun struct {
-	latencyMs, tps float64
+	latencies []float64 // µs
+	tps       float64
 }
 
 var (
-	pgbenchLatency = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
 	pgbenchTPS     = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
 	pgbenchDone    = regexp.MustCompile(`number of transactions actually processed: (\d+)/(\d+)`)
 )
 
 // runPgbench runs script on clients connections, count transactions (of
-// the script) each, and reads the mean latency and the throughput. A run
+// the script) each, and reads every transaction's latency and the throughput. A run
 // that did not process every transaction (a client that failed) is an
 // error, with pgbench's output.
 func runPgbench(ctx context.Context, bin, dir, conninfo, script string, clients, count int, quiet bool) (pgbenchRun, error) {
@@ -272,8 +274,14 @@ func runPgbench(ctx context.Context, bin, dir, conninfo, script string, clients,
 		return pgbenchRun{}, err
 	}
 	f.Close()
+	logs, err := os.MkdirTemp(dir, "log-")
+	if err != nil {
+		return pgbenchRun{}, err
+	}
 	cmd := exec.CommandContext(ctx, bin, "-n", "-M", "prepared", "-c", strconv.Itoa(clients),
-		"-j", strconv.Itoa(min(clients, 4)), "-t", strconv.Itoa(count), "-f", f.Name(), conninfo)
+		"-j", strconv.Itoa(min(clients, 4)), "-t", strconv.Itoa(count), "-f", f.Name(),
+		"-l", "--log-prefix", filepath.Join(logs, "tx"), conninfo)
+	cmd.Dir = logs
 	cmd.Env = os.Environ()
 	if quiet {
 		cmd.Env = append(cmd.Env, "PGOPTIONS=-c convo.notify=off")
@@ -283,13 +291,38 @@ func runPgbench(ctx context.Context, bin, dir, conninfo, script string, clients,
 		return pgbenchRun{}, fmt.Errorf("%w: %s", err, tail(out, 20))
 	}
 	done := pgbenchDone.FindSubmatch(out)
-	lat, tps := pgbenchLatency.FindSubmatch(out), pgbenchTPS.FindSubmatch(out)
-	if done == nil || string(done[1]) != string(done[2]) || lat == nil || tps == nil {
+	tps := pgbenchTPS.FindSubmatch(out)
+	if done == nil || string(done[1]) != string(done[2]) || tps == nil {
 		return pgbenchRun{}, fmt.Errorf("not every transaction was processed: %s", tail(out, 20))
 	}
 	var res pgbenchRun
-	res.latencyMs, _ = strconv.ParseFloat(string(lat[1]), 64)
 	res.tps, _ = strconv.ParseFloat(string(tps[1]), 64)
+	// Each line of a per-transaction log: client, transaction, latency in
+	// µs, script, epoch seconds and µs.
+	files, err := filepath.Glob(filepath.Join(logs, "tx.*"))
+	if err != nil {
+		return pgbenchRun{}, err
+	}
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return pgbenchRun{}, err
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 3 {
+				continue
+			}
+			v, err := strconv.ParseFloat(f[2], 64)
+			if err != nil {
+				return pgbenchRun{}, fmt.Errorf("pgbench's log %s: %q: %w", name, line, err)
+			}
+			res.latencies = append(res.latencies, v)
+		}
+	}
+	if len(res.latencies) != clients*count {
+		return pgbenchRun{}, fmt.Errorf("pgbench's logs hold %d transactions, want %d", len(res.latencies), clients*count)
+	}
 	return res, nil
 }
 
@@ -299,28 +332,32 @@ func tail(out []byte, n int) string {
 	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
-// shapedRow makes a row of a pair's rounds: medians of the rounds' mean
-// latencies (for many clients, of their throughputs).
-func shapedRow(p shapedPair, as, bs []pgbenchRun, clients, samples int) Row {
-	med := func(rs []pgbenchRun, f func(pgbenchRun) float64) float64 {
-		v := make([]float64, len(rs))
-		for i, r := range rs {
-			v[i] = f(r)
-		}
+// shapedRow makes a row of a pair's rounds: the medians of every
+// transaction's latency a side (for many clients, of the rounds'
+// throughputs).
+func shapedRow(p shapedPair, as, bs []pgbenchRun, samples int) Row {
+	median := func(v []float64) float64 {
+		v = append([]float64(nil), v...)
 		sort.Float64s(v)
 		if len(v)%2 == 1 {
 			return v[len(v)/2]
 		}
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	lat := func(r pgbenchRun) float64 { return r.latencyMs * 1000 }
-	tps := func(r pgbenchRun) float64 { return r.tps }
+	all := func(rs []pgbenchRun) (lat, tps []float64) {
+		for _, r := range rs {
+			lat, tps = append(lat, r.latencies...), append(tps, r.tps)
+		}
+		return lat, tps
+	}
+	la, ta := all(as)
+	lb, tb := all(bs)
 	g := goals[p.key]
 	if p.many {
-		a, b := med(as, tps), med(bs, tps)
-		return Row{Key: p.key, Workload: g.name + fmt.Sprintf(" (throughput; mean latency %.0f µs vs %.0f µs)", med(as, lat), med(bs, lat)),
+		a, b := median(ta), median(tb)
+		return Row{Key: p.key, Workload: g.name + fmt.Sprintf(" (throughput; median latency %.0f µs vs %.0f µs)", median(la), median(lb)),
 			Baseline: g.baseline, A: a, B: b, Unit: "tx/s", Ratio: b / a, Samples: samples, Goal: g.goal}
 	}
-	a, b := med(as, lat), med(bs, lat)
+	a, b := median(la), median(lb)
 	return Row{Key: p.key, Workload: g.name, Baseline: g.baseline, A: a, B: b, Unit: "µs", Ratio: a / b, Samples: samples, Goal: g.goal}
 }

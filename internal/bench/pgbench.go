@@ -256,8 +256,8 @@ type pgbenchRun struct {
 }
 
 var (
-	pgbenchTPS     = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
-	pgbenchDone    = regexp.MustCompile(`number of transactions actually processed: (\d+)/(\d+)`)
+	pgbenchTPS  = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+	pgbenchDone = regexp.MustCompile(`number of transactions actually processed: (\d+)/(\d+)`)
 )
 
 // runPgbench runs script on clients connections, count transactions (of

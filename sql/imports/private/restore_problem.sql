@@ -263,15 +263,6 @@ BEGIN
            FROM (SELECT l.seq, l.reason FROM l ORDER BY l.seq LIMIT 1) x
           WHERE x.reason = 'import' AND NOT EXISTS (SELECT 1 FROM io WHERE io.format IN ('chatgpt', 'openwebui', 'librechat')))
         UNION ALL
-        -- A log begun by 'create' is a conversation the API began, into
-        -- which no import merges (a merge finds its conversation by an
-        -- earlier import of the source): none of its messages came from
-        -- another product, so none may keep a source's time from before it.
-        (SELECT format('head_log: row seq %s has reason create, and message %s came from an import', x.seq, m.id)
-           FROM (SELECT l.seq, l.reason FROM l ORDER BY l.seq LIMIT 1) x
-           JOIN mo m ON m.imported
-          WHERE x.reason = 'create' LIMIT 1)
-        UNION ALL
         -- Keys.
         (SELECT format('effects: effect %s has idempotency key %s, which is neither its scope key nor its re-run''s key', e.id, e.idempotency_key)
            FROM e
@@ -587,6 +578,17 @@ BEGIN
            FROM i
           WHERE i.owner_id IS DISTINCT FROM p_owner_id OR i.format IS NULL
              OR i.format NOT IN ('chatgpt', 'openwebui', 'librechat', 'pgconvo') OR i.imported_at > p_now LIMIT 1)
+        UNION ALL
+        -- A log begun by 'create' is a conversation the API began, into
+        -- which no import merges (a merge finds its conversation by an
+        -- earlier import of the source): none of its messages came from
+        -- another product, so none may keep a source's time from before it.
+        -- Late, so that a rule naming what is wrong with the message itself
+        -- (its origin, its times, a ledger call on it) speaks first.
+        (SELECT format('head_log: row seq %s has reason create, and message %s came from an import', x.seq, m.id)
+           FROM (SELECT l.seq, l.reason FROM l ORDER BY l.seq LIMIT 1) x
+           JOIN mo m ON m.imported
+          WHERE x.reason = 'create' LIMIT 1)
         UNION ALL
         -- Last, so that a rule naming the row at fault speaks first: the
         -- conversation is erased from its first erasure on, as

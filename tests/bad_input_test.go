@@ -146,6 +146,8 @@ func validCalls(f badInputFixture) []call {
 			{"p_before_message_id", "NULL", true}}},
 		{"search_config", nil},
 		{"set_search_config", []arg{{"p_config", "'english'", false}}},
+		{"live_updates", nil},
+		{"set_live_updates", []arg{{"p_on", "true", false}}},
 		{"import_history", []arg{{"p_format", "'chatgpt'", false}, {"p_owner_id", "'owner-1'", false},
 			{"p_source", `'{"mapping": {}}'`, false}}},
 		{"self_check", nil},

@@ -26,10 +26,10 @@ var apiFunctions = []string{
 	"expire_receipts", "export_conversation",
 	"fail_generation", "fail_receipt", "fill_receipt", "generation_stale_after", "head_at", "head_history",
 	"import_chatgpt", "import_conversation", "import_history", "import_librechat", "import_openwebui",
-	"max_detail_bytes", "max_message_bytes", "max_metadata_bytes", "max_part_bytes", "max_ref_length",
+	"live_updates", "max_detail_bytes", "max_message_bytes", "max_metadata_bytes", "max_part_bytes", "max_ref_length",
 	"max_request_bytes", "max_tool_input_bytes", "move_head", "path", "path_at", "regenerate", "register_tool",
 	"request_digest", "request_messages", "restore_deleted_conversation", "search_config", "search_conversations",
-	"self_check", "set_deletion_retention", "set_search_config", "set_title", "settle_effect",
+	"self_check", "set_deletion_retention", "set_live_updates", "set_search_config", "set_title", "settle_effect",
 	"unarchive_conversation",
 }
 

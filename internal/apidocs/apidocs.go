@@ -178,10 +178,11 @@ func groups() []Group {
 		{
 			Title:   "Operations",
 			Domains: []string{"operations"},
-			Intro:   "The invariants a DBA can check on a live database, and the size caps as functions clients can read.",
+			Intro: "The invariants a DBA can check on a live database, the size caps as functions clients can read, " +
+				"and whether the database sends live-update notifications.",
 			Names: []string{
 				"self_check", "max_message_bytes", "max_part_bytes", "max_tool_input_bytes", "max_request_bytes",
-				"max_metadata_bytes", "max_detail_bytes", "max_ref_length",
+				"max_metadata_bytes", "max_detail_bytes", "max_ref_length", "live_updates", "set_live_updates",
 			},
 		},
 	}

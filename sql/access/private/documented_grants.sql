@@ -32,17 +32,17 @@ BEGIN ATOMIC
                                        'import_chatgpt', 'import_openwebui', 'import_librechat', 'import_history',
                                        'export_conversation', 'conversations', 'set_title', 'archive_conversation',
                                        'unarchive_conversation', 'delete_conversation', 'deletion_retention',
-                                       'search_conversations', 'search_config']),
+                                       'search_conversations', 'search_config', 'live_updates']),
                    ('convo_reader', ARRAY['path', 'path_at', 'head_at', 'head_history', 'alternatives',
                                           'effect_for_call', 'args_errors', 'generation_stale_after', 'self_check',
                                           'max_message_bytes', 'max_part_bytes', 'max_tool_input_bytes',
                                           'max_metadata_bytes', 'max_request_bytes', 'max_detail_bytes',
                                           'max_ref_length', 'request_messages', 'request_digest',
                                           'export_conversation', 'conversations', 'deletion_retention',
-                                          'search_conversations', 'search_config']),
+                                          'search_conversations', 'search_config', 'live_updates']),
                    ('convo_admin', ARRAY['register_tool', 'expire_receipts', 'erase_conversation', 'erase_owner',
                                          'import_conversation', 'restore_deleted_conversation', 'erase_due',
-                                         'set_deletion_retention', 'set_search_config'])) AS g (grantee, names)
+                                         'set_deletion_retention', 'set_search_config', 'set_live_updates'])) AS g (grantee, names)
         ON p.proname = ANY (g.names)
      WHERE p.pronamespace = 'convo'::regnamespace
     UNION ALL

@@ -10,9 +10,10 @@ CREATE TABLE convo_private.settings (
     search_config text DEFAULT 'simple'::text NOT NULL,
     set_by text NOT NULL,
     set_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    live_updates boolean DEFAULT true NOT NULL,
     CONSTRAINT settings_pkey PRIMARY KEY (singleton),
     CONSTRAINT settings_deletion_retention_check CHECK (deletion_retention >= '00:00:00'::interval AND deletion_retention <= '100 years'::interval),
     CONSTRAINT settings_search_config_check CHECK (search_config::regconfig IS NOT NULL),
     CONSTRAINT settings_singleton_check CHECK (singleton)
 );
-COMMENT ON TABLE convo_private.settings IS 'The settings a DBA sets (one row, none until set): the retention period of deleted conversations, the text search configuration, who set them last and when.';
+COMMENT ON TABLE convo_private.settings IS 'The settings a DBA sets (one row, none until set): the retention period of deleted conversations, the text search configuration, whether live-update notifications are sent, who set them last and when.';

@@ -5,7 +5,14 @@
 -- An unregistered tool gets no row (effect_for_call answers CV007, even once
 -- it is registered); write_messages calls it for no import (those calls
 -- happened elsewhere). A new effect's first event is written with it
--- (effect_event).
+-- (effect_event). Its statements run on the plans its caller runs on
+-- (write_messages: generic plans, made once), so a call plans nothing but
+-- the re-run lookup (rerun_candidate). A generic plan made while the ledger
+-- was nearly empty may scan it (or the conversation's part of it) whatever
+-- the index, and a message of N calls grows the ledger within one
+-- statement: so from a message's eighth part on, a call is planned afresh
+-- (record_tool_call_planned), against the ledger as the earlier calls left
+-- it, and N calls cost N lookups, not N squared.
 --   replay:   a registered tool without effects: free to run again, no effect.
 --   rejected: the input fails the tool's frozen schema: a failed effect, 422.
 --   reuse:    an effect already has this call's scope key (of this key epoch:
@@ -23,10 +30,6 @@ CREATE OR REPLACE FUNCTION convo_private.record_tool_call(
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
--- Planned afresh for each call: a message of N calls grows the ledger
--- within one statement, and a plan cached while the tables were nearly
--- empty (a sequential scan) would make each call cost the calls before it.
-SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     v_tool      convo.tools;
@@ -44,6 +47,14 @@ DECLARE
     v_money     record;
     v_id        uuid := gen_random_uuid();
 BEGIN
+    -- On generic plans (write_messages'), a message's later calls go
+    -- through record_tool_call_planned, which comes back here planning
+    -- afresh (any other mode, Citus' auto included, is left as it is).
+    IF p_ordinal >= 7 AND current_setting('plan_cache_mode') = 'force_generic_plan' THEN
+        PERFORM convo_private.record_tool_call_planned(p_conversation_id, p_message_id, p_ordinal, p_tool_call_id,
+                                                       p_tool_name, p_input);
+        RETURN;
+    END IF;
     SELECT * INTO v_tool FROM convo.tools t WHERE t.name = p_tool_name ORDER BY t.version DESC LIMIT 1;
     IF NOT FOUND THEN
         RETURN;
@@ -68,27 +79,14 @@ BEGIN
         IF FOUND THEN
             v_decision := 'reuse';
         ELSE
-            -- Re-run candidates come from other messages at the same fork point
-            -- (the calls of this very message are on its path by definition):
-            -- two ranges of tool_effect_calls_fork_idx skip this message's
-            -- calls, so N calls in one message cost N lookups, not N squared.
             -- A candidate on this message's path (an earlier call of the same
             -- agent turn) is no re-run: the path's segments are read once and
-            -- each candidate's message looked up against them (is_on_segments),
-            -- not walked again.
+            -- each candidate's message looked up against them
+            -- (rerun_candidate), not walked again.
             SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_seg_branches, v_seg_depths
               FROM convo_private.path_segments(p_conversation_id, p_message_id) s;
-            SELECT l.effect_id INTO v_repeats
-              FROM convo.tool_effect_calls l
-              JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
-             WHERE l.conversation_id = p_conversation_id
-               AND (l.fork_point_id = v_fork OR (v_fork IS NULL AND l.fork_point_id IS NULL))
-               AND (l.message_id < p_message_id OR l.message_id > p_message_id)
-               AND e.tool_name = p_tool_name
-               AND l.decision IN ('execute', 'reuse', 'confirm')
-               AND NOT convo_private.is_on_segments(p_conversation_id, l.message_id, v_seg_branches, v_seg_depths)
-             ORDER BY l.decided_at DESC, l.tool_call_id DESC
-             LIMIT 1;
+            v_repeats := convo_private.rerun_candidate(p_conversation_id, p_message_id, v_fork, p_tool_name,
+                                                       v_seg_branches, v_seg_depths);
             v_decision := CASE WHEN v_repeats IS NULL THEN 'execute' ELSE 'confirm' END;
         END IF;
     END IF;

@@ -10,9 +10,10 @@
 -- the re-run lookup (rerun_candidate). A generic plan made while the ledger
 -- was nearly empty may scan it (or the conversation's part of it) whatever
 -- the index, and a message of N calls grows the ledger within one
--- statement: so from a message's eighth part on, a call is planned afresh
--- (record_tool_call_planned), against the ledger as the earlier calls left
--- it, and N calls cost N lookups, not N squared.
+-- statement: so from a message's eighth part on, write_messages calls it
+-- through record_tool_call_planned, which plans each call afresh against
+-- the ledger as the earlier calls left it, and N calls cost N lookups, not
+-- N squared.
 --   replay:   a registered tool without effects: free to run again, no effect.
 --   rejected: the input fails the tool's frozen schema: a failed effect, 422.
 --   reuse:    an effect already has this call's scope key (of this key epoch:
@@ -47,14 +48,6 @@ DECLARE
     v_money     record;
     v_id        uuid := gen_random_uuid();
 BEGIN
-    -- On generic plans (write_messages'), a message's later calls go
-    -- through record_tool_call_planned, which comes back here planning
-    -- afresh (any other mode, Citus' auto included, is left as it is).
-    IF p_ordinal >= 7 AND current_setting('plan_cache_mode') = 'force_generic_plan' THEN
-        PERFORM convo_private.record_tool_call_planned(p_conversation_id, p_message_id, p_ordinal, p_tool_call_id,
-                                                       p_tool_name, p_input);
-        RETURN;
-    END IF;
     SELECT * INTO v_tool FROM convo.tools t WHERE t.name = p_tool_name ORDER BY t.version DESC LIMIT 1;
     IF NOT FOUND THEN
         RETURN;

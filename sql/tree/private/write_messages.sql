@@ -245,8 +245,16 @@ BEGIN
                  WHERE e.part ->> 'type' = 'tool_use'
                  ORDER BY m.i, e.n
             LOOP
-                PERFORM convo_private.record_tool_call(p_conversation_id, v_call.id, v_call.ordinal,
-                                                       v_call.part ->> 'id', v_call.part ->> 'name', v_call.part -> 'input');
+                -- A message's first calls on this function's generic plans;
+                -- from its eighth part on, each planned afresh against the
+                -- ledger the earlier ones grew (record_tool_call_planned).
+                IF v_call.ordinal < 7 THEN
+                    PERFORM convo_private.record_tool_call(p_conversation_id, v_call.id, v_call.ordinal,
+                                                           v_call.part ->> 'id', v_call.part ->> 'name', v_call.part -> 'input');
+                ELSE
+                    PERFORM convo_private.record_tool_call_planned(p_conversation_id, v_call.id, v_call.ordinal,
+                                                                   v_call.part ->> 'id', v_call.part ->> 'name', v_call.part -> 'input');
+                END IF;
             END LOOP;
         END IF;
     END IF;

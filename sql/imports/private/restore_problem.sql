@@ -11,10 +11,10 @@
 --   numbers: a head-log, change or event seq is there and appears once
 --   (import_conversation renumbers them, keeping their order);
 --   reasons: the head log's are the API's ('direct_update' is never
---   restored; 'create' only begins a log, of a conversation holding no
---   message from another product, 'import' begins one with an
+--   restored; 'create' only begins a log, 'import' begins one with an
 --   import from another product in the document, or is a later merge that
---   names one of its imports);
+--   names one of its imports; a message from another product is only in a
+--   log begun by 'import');
 --   keys: an effect's idempotency key is its scope key, the re-run key of
 --   its confirmation, or (sent before digests were keyed) a plain digest of
 --   its scope;
@@ -579,16 +579,20 @@ BEGIN
           WHERE i.owner_id IS DISTINCT FROM p_owner_id OR i.format IS NULL
              OR i.format NOT IN ('chatgpt', 'openwebui', 'librechat', 'pgconvo') OR i.imported_at > p_now LIMIT 1)
         UNION ALL
-        -- A log begun by 'create' is a conversation the API began, into
-        -- which no import merges (a merge finds its conversation by an
-        -- earlier import of the source): none of its messages came from
-        -- another product, so none may keep a source's time from before it.
-        -- Late, so that a rule naming what is wrong with the message itself
-        -- (its origin, its times, a ledger call on it) speaks first.
-        (SELECT format('head_log: row seq %s has reason create, and message %s came from an import', x.seq, m.id)
-           FROM (SELECT l.seq, l.reason FROM l ORDER BY l.seq LIMIT 1) x
+        -- Messages from another product are an import's: an import begins
+        -- the log of the conversation it writes, and a merge finds its
+        -- conversation by an earlier import of the source. A log begun
+        -- otherwise ('create', or any move of the API's), or none at all,
+        -- is a conversation the API began, holding no such message (nor a
+        -- source's time from before it). Late, so that a rule naming what is
+        -- wrong with the message itself (its origin, its times, a ledger
+        -- call on it) speaks first.
+        (SELECT format('head_log: %s, and message %s came from an import, which only a log begun by an import holds',
+                       coalesce(format('row seq %s has reason %s', x.seq, x.reason), 'there is no head move'), m.id)
+           FROM (SELECT 1) one
+           LEFT JOIN (SELECT l.seq, l.reason FROM l ORDER BY l.seq LIMIT 1) x ON true
            JOIN mo m ON m.imported
-          WHERE x.reason = 'create' LIMIT 1)
+          WHERE x.reason IS DISTINCT FROM 'import' LIMIT 1)
         UNION ALL
         -- Last, so that a rule naming the row at fault speaks first: the
         -- conversation is erased from its first erasure on, as

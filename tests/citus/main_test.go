@@ -20,8 +20,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgconvo/pgconvo/internal/localpg"
@@ -168,8 +170,20 @@ func (c *cluster) newDatabase(t *testing.T) *node {
 				t.Error(err)
 				continue
 			}
-			if _, err := admin.Exec(ctx, `DROP DATABASE `+name+` WITH (FORCE)`); err != nil {
-				t.Errorf("dropping %s: %v", name, err)
+			// FORCE waits 5 seconds for the sessions it ends to exit; on a
+			// busy machine a node's may take longer (55006): try again, up
+			// to 12 times.
+			for try := 1; ; try++ {
+				_, err := admin.Exec(ctx, `DROP DATABASE `+name+` WITH (FORCE)`)
+				if err == nil {
+					break
+				}
+				var pgErr *pgconn.PgError
+				if try == 12 || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+					t.Errorf("dropping %s (try %d): %v", name, try, err)
+					break
+				}
+				time.Sleep(time.Second)
 			}
 			admin.Close(ctx)
 		}

@@ -40,11 +40,11 @@ func (r *run) chartPoints(ctx context.Context, mainLinear, mainEdited []conversa
 			}
 		}
 		const path = `SELECT * FROM convo.path($1)`
-		l, err := r.readRow(ctx, "", "chart", "", linear, path, flatRead, "")
+		l, err := r.readRow(ctx, "", "chart", "", linear, path, flatRead)
 		if err != nil {
 			return nil, err
 		}
-		e, err := r.readRow(ctx, "", "chart", "", edited, path, flatRead, "")
+		e, err := r.readRow(ctx, "", "chart", "", edited, path, flatRead)
 		if err != nil {
 			return nil, err
 		}

@@ -59,8 +59,9 @@ func own(set []conversation, client, clients, i int) conversation {
 }
 
 // readRow times a read of each picked conversation by pgconvo (query a)
-// and by the baseline (query b), alternating.
-func (r *run) readRow(ctx context.Context, key, name, baseline string, set []conversation, a, b, goal string) (Row, error) {
+// and by the baseline (query b), alternating; the row holds key's goal
+// (none for "").
+func (r *run) readRow(ctx context.Context, key, name, baseline string, set []conversation, a, b string) (Row, error) {
 	clients := r.cfg.Clients
 	read := func(query string) step {
 		return func(ctx context.Context, conn *pgx.Conn, client, i int) error {
@@ -72,7 +73,7 @@ func (r *run) readRow(ctx context.Context, key, name, baseline string, set []con
 	if err != nil {
 		return Row{}, fmt.Errorf("%s: %w", name, err)
 	}
-	row := latencyRow(name, baseline, s, goal)
+	row := latencyRow(name, baseline, s, goals[key].goal)
 	row.Key = key
 	return row, nil
 }
@@ -104,7 +105,7 @@ func (r *run) reads(ctx context.Context, linear, edited []conversation) ([]Row, 
 		{"path_at", "`path_at` at the latest instant (edited conversations)", "`path`",
 			edited, `SELECT * FROM convo.path_at($1, now())`, path},
 	} {
-		row, err := r.readRow(ctx, w.key, w.name, w.baseline, w.set, w.a, w.b, goals[w.key].goal)
+		row, err := r.readRow(ctx, w.key, w.name, w.baseline, w.set, w.a, w.b)
 		if err != nil {
 			return nil, err
 		}

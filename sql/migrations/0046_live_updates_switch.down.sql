@@ -196,6 +196,8 @@ DROP FUNCTION convo.set_live_updates;
 
 DROP FUNCTION convo.live_updates;
 
+DROP FUNCTION convo_private.notifies;
+
 -- Reverse the table changes here, below the objects.
 ALTER TABLE convo_private.settings DROP COLUMN live_updates;
 COMMENT ON TABLE convo_private.settings IS 'The settings a DBA sets (one row, none until set): the retention period of deleted conversations, the text search configuration, who set them last and when.';

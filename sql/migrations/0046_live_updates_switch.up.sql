@@ -85,8 +85,7 @@ COMMENT ON FUNCTION convo.set_live_updates(boolean) IS
 -- effect_event: one transition of an effect, in the transaction that made
 -- it: its row of tool_effect_events (seq numbered per conversation, under
 -- the conversation's lock; the actor and evidence the caller names) and
--- the convo_effect notification (unless the database's live updates,
--- set_live_updates, or the session's convo.notify are off; the payload
+-- the convo_effect notification (when notifies says so; the payload
 -- holds ids, seq and states only, never arguments, evidence, references,
 -- error codes or the actor: LISTEN is not owner-scoped). Every transition
 -- pgconvo makes writes it (record_tool_call for a new effect, settle,
@@ -110,8 +109,7 @@ BEGIN
                         WHERE v.conversation_id = p_conversation_id ORDER BY v.seq DESC LIMIT 1), 0) + 1;
     INSERT INTO convo.tool_effect_events (conversation_id, seq, effect_id, from_state, to_state, actor, evidence)
     VALUES (p_conversation_id, v_seq, p_effect_id, p_from, p_to, p_actor, p_evidence);
-    IF current_setting('convo.notify', true) IS DISTINCT FROM 'off'
-       AND coalesce((SELECT s.live_updates FROM convo_private.settings s), true) THEN
+    IF convo_private.notifies() THEN
         PERFORM pg_notify('convo_effect', json_build_object(
             'kind', 'effect', 'conversation_id', p_conversation_id, 'effect_id', p_effect_id,
             'seq', v_seq, 'from_state', p_from, 'state', p_to)::text);
@@ -122,8 +120,7 @@ $$;
 -- log_head_move: what follows a head's move, in the transaction that made
 -- it: one conversation_head_log row (seq numbered per conversation, under
 -- the conversation's lock), the live path moved with it, and the convo_head
--- notification (unless the database's live updates are off, set_live_updates,
--- or the session's convo.notify is; the payload holds ids, seq and reason
+-- notification (when notifies says so; the payload holds ids, seq and reason
 -- only, never content, the owner or the mover: LISTEN is not owner-scoped).
 -- write_messages calls it for pgconvo's own moves, with the reason, mover
 -- and import they were given; log_direct_head_move (trigger
@@ -175,8 +172,7 @@ BEGIN
         END IF;
     END IF;
 
-    IF current_setting('convo.notify', true) IS DISTINCT FROM 'off'
-       AND coalesce((SELECT s.live_updates FROM convo_private.settings s), true) THEN
+    IF convo_private.notifies() THEN
         PERFORM pg_notify('convo_head', json_build_object(
             'conversation_id', p_conversation_id, 'seq', v_seq, 'head_message_id', p_head,
             'previous_head_id', p_old_head, 'reason', p_reason)::text);
@@ -186,8 +182,7 @@ $$;
 
 -- notify_receipt: sends a receipt's filing, its fill and its settlement
 -- (applied or failed) to channel convo_effect, from the transaction that
--- made them (a rolled-back change is never heard), unless the database's
--- live updates (set_live_updates) or the session's convo.notify are off.
+-- made them (a rolled-back change is never heard), when notifies says so.
 -- begin_receipt, fill_receipt, apply_receipt, fail_receipt and
 -- expire_receipts call it for each receipt they change; an erasure or a
 -- repeat sends nothing. The payload holds the receipt's id, status and
@@ -199,13 +194,24 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF current_setting('convo.notify', true) IS DISTINCT FROM 'off'
-       AND coalesce((SELECT s.live_updates FROM convo_private.settings s), true) THEN
+    IF convo_private.notifies() THEN
         PERFORM pg_notify('convo_effect', json_build_object(
             'kind', 'receipt', 'receipt_id', p_receipt_id, 'state', p_status, 'filled', p_filled)::text);
     END IF;
 END;
 $$;
+
+-- notifies: whether the changes of this transaction are sent as live-update
+-- notifications (pg_notify): the database's switch (set_live_updates, on
+-- until a DBA sets it) and the session's convo.notify (off silences that
+-- session alone). The one test of every place that notifies: log_head_move,
+-- effect_event and notify_receipt, each running as the owner role.
+CREATE OR REPLACE FUNCTION convo_private.notifies()
+RETURNS boolean
+LANGUAGE sql
+STABLE
+RETURN current_setting('convo.notify', true) IS DISTINCT FROM 'off'
+   AND coalesce((SELECT s.live_updates FROM convo_private.settings s), true);
 
 -- documented_grants: every privilege pgconvo grants, as data (docs/security.md,
 -- "The roles" and "Granting", in rows): USAGE on schema convo for the three roles;

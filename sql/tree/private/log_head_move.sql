@@ -1,8 +1,7 @@
 -- log_head_move: what follows a head's move, in the transaction that made
 -- it: one conversation_head_log row (seq numbered per conversation, under
 -- the conversation's lock), the live path moved with it, and the convo_head
--- notification (unless the database's live updates are off, set_live_updates,
--- or the session's convo.notify is; the payload holds ids, seq and reason
+-- notification (when notifies says so; the payload holds ids, seq and reason
 -- only, never content, the owner or the mover: LISTEN is not owner-scoped).
 -- write_messages calls it for pgconvo's own moves, with the reason, mover
 -- and import they were given; log_direct_head_move (trigger
@@ -54,8 +53,7 @@ BEGIN
         END IF;
     END IF;
 
-    IF current_setting('convo.notify', true) IS DISTINCT FROM 'off'
-       AND coalesce((SELECT s.live_updates FROM convo_private.settings s), true) THEN
+    IF convo_private.notifies() THEN
         PERFORM pg_notify('convo_head', json_build_object(
             'conversation_id', p_conversation_id, 'seq', v_seq, 'head_message_id', p_head,
             'previous_head_id', p_old_head, 'reason', p_reason)::text);

@@ -155,7 +155,21 @@ func (c *cluster) newDatabase(t *testing.T) *node {
 	t.Cleanup(func() { n.db.Close() })
 	pgtest.MustExec(t, n.pool, `SELECT citus_set_coordinator_host('127.0.0.1', $1)`, c.coordinator.Port())
 	for _, w := range c.workers {
-		pgtest.MustExec(t, n.pool, `SELECT citus_add_node('127.0.0.1', $1)`, w.Port())
+		// On a busy machine the coordinator's first connection to the
+		// worker's new database may fail (XX000, "failure on connection
+		// marked as essential"); the call rolls back whole: try again, up
+		// to 5 times.
+		for try := 1; ; try++ {
+			_, err := n.pool.Exec(ctx, `SELECT citus_add_node('127.0.0.1', $1)`, w.Port())
+			if err == nil {
+				break
+			}
+			var pgErr *pgconn.PgError
+			if try == 5 || !errors.As(err, &pgErr) || pgErr.Code != "XX000" || !strings.Contains(pgErr.Message, "failure on connection") {
+				t.Fatalf("adding worker %d (try %d): %v", w.Port(), try, err)
+			}
+			time.Sleep(time.Second)
+		}
 	}
 	t.Cleanup(func() {
 		if t.Failed() {

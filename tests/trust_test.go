@@ -699,19 +699,21 @@ func TestSelfCheckFindsEachBreak(t *testing.T) {
 		}},
 		{"effects_linked", "creating calls", "ledger_as_written", func(n tenant) string {
 			return fmt.Sprintf(`INSERT INTO convo.tool_effect_calls (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision,
-				                                  tool_name, tool_version)
-				SELECT conversation_id, tool_call_id, message_id, ordinal, '%s', 'execute', 'buy', 1 FROM convo.message_parts
-				 WHERE conversation_id = '%s' AND tool_call_id = 'toolu_unregistered'`, n.applied, n.conv)
+				                                  tool_name, tool_version, branch_id, depth)
+				SELECT p.conversation_id, p.tool_call_id, p.message_id, p.ordinal, '%s', 'execute', 'buy', 1, m.branch_id, m.depth
+				  FROM convo.message_parts p JOIN convo.messages m ON m.conversation_id = p.conversation_id AND m.id = p.message_id
+				 WHERE p.conversation_id = '%s' AND p.tool_call_id = 'toolu_unregistered'`, n.applied, n.conv)
 		}},
 		// The ledger as the API writes it: an effectful call answered
 		// replay, an amount its arguments do not say, a link across scopes.
 		{"ledger_as_written", "decision replay for unlisted_tool version 1, which is effectful", "", func(n tenant) string {
 			return fmt.Sprintf(`SELECT convo.register_tool('unlisted_tool', true, '{}');
 				INSERT INTO convo.tool_effect_calls (conversation_id, tool_call_id, message_id, ordinal, decision, fork_point_id,
-				                                     tool_name, tool_version)
-				SELECT conversation_id, tool_call_id, message_id, ordinal, 'replay',
-				       convo_private.fork_point_of(conversation_id, message_id), 'unlisted_tool', 1 FROM convo.message_parts
-				 WHERE conversation_id = '%s' AND tool_call_id = 'toolu_unregistered'`, n.conv)
+				                                     tool_name, tool_version, branch_id, depth)
+				SELECT p.conversation_id, p.tool_call_id, p.message_id, p.ordinal, 'replay',
+				       convo_private.fork_point_of(p.conversation_id, p.message_id), 'unlisted_tool', 1, m.branch_id, m.depth
+				  FROM convo.message_parts p JOIN convo.messages m ON m.conversation_id = p.conversation_id AND m.id = p.message_id
+				 WHERE p.conversation_id = '%s' AND p.tool_call_id = 'toolu_unregistered'`, n.conv)
 		}},
 		{"ledger_as_written", "amount 1 EUR, its arguments say 500 EUR", "", func(n tenant) string {
 			return ledgerBreak("tool_effects", "tool_effects_20_transition", fmt.Sprintf(`UPDATE convo.tool_effects SET amount_minor = 1 WHERE id = '%s'`, n.applied))
@@ -736,6 +738,18 @@ func TestSelfCheckFindsEachBreak(t *testing.T) {
 				    ALTER TABLE convo.tool_effects ENABLE ALWAYS TRIGGER tool_effects_90_no_delete;
 				END;
 				$$`, n.conv, n.applied)
+		}},
+		{"ledger_as_written", "is placed on branch", "", func(n tenant) string {
+			// A call moved one message down its branch: the re-run lookup
+			// would take it for a call off the path it is on.
+			return `DO $$
+				BEGIN
+				    ALTER TABLE convo.tool_effect_calls DISABLE TRIGGER tool_effect_calls_90_append_only;
+				    UPDATE convo.tool_effect_calls SET depth = depth + 1
+				     WHERE tool_call_id = (SELECT min(tool_call_id) FROM convo.tool_effect_calls WHERE decision = 'execute');
+				    ALTER TABLE convo.tool_effect_calls ENABLE ALWAYS TRIGGER tool_effect_calls_90_append_only;
+				END;
+				$$`
 		}},
 		{"effect_states_consistent", "its events end at compensated", "", func(n tenant) string {
 			return fmt.Sprintf(`INSERT INTO convo.tool_effect_events (conversation_id, seq, effect_id, from_state, to_state)

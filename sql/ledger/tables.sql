@@ -24,12 +24,14 @@ CREATE TABLE convo.tool_effect_calls (
     import_id uuid,
     tool_name text NOT NULL,
     tool_version integer NOT NULL,
+    branch_id uuid NOT NULL,
+    depth integer NOT NULL,
     CONSTRAINT tool_effect_calls_pkey PRIMARY KEY (conversation_id, tool_call_id),
     CONSTRAINT tool_effect_calls_check CHECK ((decision = 'replay'::text) = (effect_id IS NULL)),
     CONSTRAINT tool_effect_calls_decision_check CHECK (decision = ANY (ARRAY['execute'::text, 'reuse'::text, 'confirm'::text, 'rejected'::text, 'replay'::text]))
 );
 CREATE INDEX tool_effect_calls_effect_idx ON convo.tool_effect_calls USING btree (conversation_id, effect_id);
-CREATE INDEX tool_effect_calls_fork_idx ON convo.tool_effect_calls USING btree (conversation_id, fork_point_id, message_id);
+CREATE INDEX tool_effect_calls_rerun_idx ON convo.tool_effect_calls USING btree (conversation_id, COALESCE(fork_point_id, conversation_id), tool_name, branch_id, depth);
 ALTER TABLE convo.tool_effect_calls ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tool_effect_calls_reader_reads_all ON convo.tool_effect_calls AS PERMISSIVE FOR SELECT TO convo_reader USING (true);
 COMMENT ON TABLE convo.tool_effect_calls IS 'Each tool call of a message and its ledger decision (new effect, repeat, paused, read-only), made before a request can leave; append-only.';

@@ -4,6 +4,8 @@
 --   a call's decision that does not follow from the tool version it was
 --   checked against (replay for an effectful tool, a ledger decision for one
 --   without effects), or that names another tool than its tool_use part;
+--   a call placed (branch and depth, which the re-run lookup reads) other
+--   than its message;
 --   a fork point that is not the call's (fork_points: the walk of
 --   fork_point_of, made once down each conversation's tree, so an agent
 --   turn of k calls costs its length once, not k times);
@@ -33,6 +35,7 @@ BEGIN
     WITH calls AS MATERIALIZED (
         SELECT l.conversation_id, l.tool_call_id, l.message_id, l.effect_id, l.decision, l.fork_point_id,
                l.decided_at, l.tool_name, l.tool_version, p.tool_name AS part_tool, m.parts -> l.ordinal -> 'input' AS input,
+               l.branch_id, l.depth, m.branch_id AS message_branch, m.depth AS message_depth,
                (m.parts -> l.ordinal)::text = convo_private.redact_part(m.parts -> l.ordinal)::text AS erased,
                t.effectful, t.idempotency_scope AS scope
           FROM convo.tool_effect_calls l
@@ -72,6 +75,12 @@ BEGIN
            format('is recorded for tool %s, its tool_use part names %s', c.tool_name, c.part_tool)
       FROM calls c
      WHERE c.tool_name IS DISTINCT FROM c.part_tool
+    UNION ALL
+    SELECT c.conversation_id, 'tool call ' || c.tool_call_id,
+           format('is placed on branch %s at depth %s, its message %s is on branch %s at depth %s',
+                  c.branch_id, c.depth, c.message_id, c.message_branch, c.message_depth)
+      FROM calls c
+     WHERE (c.branch_id, c.depth) IS DISTINCT FROM (c.message_branch, c.message_depth)
     UNION ALL
     SELECT c.conversation_id, 'tool call ' || c.tool_call_id,
            format('fork point %s, the call''s is %s', coalesce(c.fork_point_id::text, 'the conversation'),

@@ -4,16 +4,17 @@
 -- which the call's row names (so the decision can be checked against it).
 -- An unregistered tool gets no row (effect_for_call answers CV007, even once
 -- it is registered); write_messages calls it for no import (those calls
--- happened elsewhere). A new effect's first event is written with it
--- (effect_event). Its statements run on the plans its caller runs on
--- (write_messages: generic plans, made once), so a call plans nothing but
--- the re-run lookup (rerun_candidate). A generic plan made while the ledger
--- was nearly empty may scan it (or the conversation's part of it) whatever
--- the index, and a message of N calls grows the ledger within one
--- statement: so from a message's eighth part on, write_messages calls it
--- through record_tool_call_planned, which plans each call afresh against
--- the ledger as the earlier calls left it, and N calls cost N lookups, not
--- N squared.
+-- happened elsewhere), giving the message's place in the tree (its branch
+-- and depth, which the call's row keeps for the re-run lookup and
+-- ledger_problems checks against the message). A new effect's first event
+-- is written with it (effect_event). Its statements, the re-run lookup's
+-- too (rerun_candidate), run on generic plans, made once. A generic plan
+-- made while the ledger was nearly empty may scan it (or the
+-- conversation's part of it) whatever the index, and a message of N calls
+-- grows the ledger within one statement: so from a message's eighth part
+-- on, write_messages calls it through record_tool_call_planned, which
+-- plans each call afresh against the ledger as the earlier calls left it,
+-- and N calls cost N lookups, not N squared.
 --   replay:   a registered tool without effects: free to run again, no effect.
 --   rejected: the input fails the tool's frozen schema: a failed effect, 422.
 --   reuse:    an effect already has this call's scope key (of this key epoch:
@@ -27,7 +28,9 @@ CREATE OR REPLACE FUNCTION convo_private.record_tool_call(
     p_ordinal         int,
     p_tool_call_id    text,
     p_tool_name       text,
-    p_input           jsonb)
+    p_input           jsonb,
+    p_branch_id       uuid,
+    p_depth           int)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -72,13 +75,12 @@ BEGIN
         IF FOUND THEN
             v_decision := 'reuse';
         ELSE
-            -- A candidate on this message's path (an earlier call of the same
+            -- A call on this message's path (an earlier call of the same
             -- agent turn) is no re-run: the path's segments are read once and
-            -- each candidate's message looked up against them
-            -- (rerun_candidate), not walked again.
+            -- the calls off them found by their place (rerun_candidate).
             SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_seg_branches, v_seg_depths
               FROM convo_private.path_segments(p_conversation_id, p_message_id) s;
-            v_repeats := convo_private.rerun_candidate(p_conversation_id, p_message_id, v_fork, p_tool_name,
+            v_repeats := convo_private.rerun_candidate(p_conversation_id, v_fork, p_tool_name,
                                                        v_seg_branches, v_seg_depths);
             v_decision := CASE WHEN v_repeats IS NULL THEN 'execute' ELSE 'confirm' END;
         END IF;
@@ -107,8 +109,9 @@ BEGIN
                                                 THEN jsonb_build_object('errors', to_jsonb(v_errors)) ELSE '{}' END);
     END IF;
     INSERT INTO convo.tool_effect_calls
-        (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision, fork_point_id, tool_name, tool_version)
+        (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision, fork_point_id, tool_name, tool_version,
+         branch_id, depth)
     VALUES (p_conversation_id, p_tool_call_id, p_message_id, p_ordinal, v_effect.id, v_decision, v_fork,
-            v_tool.name, v_tool.version);
+            v_tool.name, v_tool.version, p_branch_id, p_depth);
 END;
 $$;

@@ -10,7 +10,9 @@ CREATE OR REPLACE FUNCTION convo_private.record_tool_call_planned(
     p_ordinal         int,
     p_tool_call_id    text,
     p_tool_name       text,
-    p_input           jsonb)
+    p_input           jsonb,
+    p_branch_id       uuid,
+    p_depth           int)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -18,6 +20,6 @@ SET plan_cache_mode = force_custom_plan
 AS $$
 BEGIN
     PERFORM convo_private.record_tool_call(p_conversation_id, p_message_id, p_ordinal, p_tool_call_id,
-                                           p_tool_name, p_input);
+                                           p_tool_name, p_input, p_branch_id, p_depth);
 END;
 $$;

@@ -239,8 +239,8 @@ BEGIN
         -- an import's calls happened elsewhere and get none.
         IF v_calls AND p_import_id IS NULL THEN
             FOR v_call IN
-                SELECT m.id, (e.n - 1)::int AS ordinal, e.part
-                  FROM unnest(v_ids, v_parts) WITH ORDINALITY AS m (id, parts, i),
+                SELECT m.id, (e.n - 1)::int AS ordinal, e.part, m.branch, m.depth
+                  FROM unnest(v_ids, v_parts, v_branch, v_depth) WITH ORDINALITY AS m (id, parts, branch, depth, i),
                        jsonb_array_elements(m.parts) WITH ORDINALITY AS e (part, n)
                  WHERE e.part ->> 'type' = 'tool_use'
                  ORDER BY m.i, e.n
@@ -250,10 +250,12 @@ BEGIN
                 -- ledger the earlier ones grew (record_tool_call_planned).
                 IF v_call.ordinal < 7 THEN
                     PERFORM convo_private.record_tool_call(p_conversation_id, v_call.id, v_call.ordinal,
-                                                           v_call.part ->> 'id', v_call.part ->> 'name', v_call.part -> 'input');
+                                                           v_call.part ->> 'id', v_call.part ->> 'name', v_call.part -> 'input',
+                                                           v_call.branch, v_call.depth);
                 ELSE
                     PERFORM convo_private.record_tool_call_planned(p_conversation_id, v_call.id, v_call.ordinal,
-                                                                   v_call.part ->> 'id', v_call.part ->> 'name', v_call.part -> 'input');
+                                                                   v_call.part ->> 'id', v_call.part ->> 'name', v_call.part -> 'input',
+                                                                   v_call.branch, v_call.depth);
                 END IF;
             END LOOP;
         END IF;

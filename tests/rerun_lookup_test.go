@@ -1,0 +1,225 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The re-run lookup (rerun_candidate) finds the calls off a path by each
+// call's place in the tree (its message's branch and depth, kept on the
+// call's row): these tests check what it finds, that the place kept is the
+// message's, and that the next call of an agent turn reads the same number
+// of ledger rows whatever the turn's length.
+
+// agentRound appends one round of an agent turn below the head: an
+// assistant message calling tool with call id, then the user message
+// carrying its result. It returns the assistant message's id.
+func agentRound(t testing.TB, db *pgxpool.Pool, conv, tool, id string, amount int) string {
+	t.Helper()
+	msg := appendMsg(t, db, conv, "assistant", effToolUses(effBuy(id, tool, amount)))
+	appendMsg(t, db, conv, "user", effToolResults(id))
+	return msg
+}
+
+// TestRerunLookupFindsCallsOffThePath: the calls of the turn above a call
+// are on its path (execute); a regenerated answer re-runs the call it
+// replaces, which sits deeper on a branch the path leaves (confirm); an
+// edited question re-runs the latest call of any other branch at its fork
+// point (confirm, naming the latest). Each call's row keeps its message's
+// branch and depth.
+func TestRerunLookupFindsCallsOffThePath(t *testing.T) {
+	db := newDB(t)
+	effRegisterPurchase(t, db, "buy", "tool_call", "1 hour")
+	conv := createConversation(t, db, "owner-1", "")
+	question := appendMsg(t, db, conv, "user", textParts("buy three things"))
+	agentRound(t, db, conv, "buy", "a1", 1)
+	a2 := agentRound(t, db, conv, "buy", "a2", 2)
+	for _, id := range []string{"a1", "a2"} {
+		requireEqual(t, "the decision of "+id+", a call of the turn above it on its path", effLink(t, db, conv, id).Decision, "execute")
+	}
+
+	// Regenerate the second call's message: the first stays on the path,
+	// the second is deeper on the branch the new path leaves.
+	regenerateMsg(t, db, conv, a2, effToolUses(effBuy("a2b", "buy", 2)))
+	l := effLink(t, db, conv, "a2b")
+	requireEqual(t, "the decision of a2b, the regenerated call", l.Decision, "confirm")
+	requireEqual(t, "what a2b repeats", effRead(t, db, conv, l.EffectID).RepeatsEffectID, effLink(t, db, conv, "a2").EffectID)
+	appendMsg(t, db, conv, "user", effToolResults("a2b"))
+	agentRound(t, db, conv, "buy", "a3b", 3)
+	l = effLink(t, db, conv, "a3b")
+	requireEqual(t, "the decision of a3b, whose only call off the path is a2", l.Decision, "confirm")
+	requireEqual(t, "what a3b repeats", effRead(t, db, conv, l.EffectID).RepeatsEffectID, effLink(t, db, conv, "a2").EffectID)
+
+	// Edit the question: every call so far is on another branch at the
+	// same fork point (the conversation); the latest is a3b's.
+	editMsg(t, db, conv, question, textParts("buy one thing"))
+	msg := appendMsg(t, db, conv, "assistant", effToolUses(effBuy("x1", "buy", 1)))
+	l = effLink(t, db, conv, "x1")
+	requireEqual(t, "the decision of x1, after the edit", l.Decision, "confirm")
+	requireEqual(t, "what x1 repeats (the latest call on another branch)",
+		effRead(t, db, conv, l.EffectID).RepeatsEffectID, effLink(t, db, conv, "a3b").EffectID)
+
+	// Each call's place is its message's.
+	misplaced := queryRow[int64](t, db, `
+		SELECT count(*) FROM convo.tool_effect_calls l
+		  JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
+		 WHERE l.conversation_id = $1 AND (l.branch_id, l.depth) IS DISTINCT FROM (m.branch_id, m.depth)`, conv)
+	requireEqual(t, "calls whose branch and depth are not their message's", misplaced, 0)
+	requireEqual(t, "the depth kept for x1", queryRow[int32](t, db,
+		`SELECT depth FROM convo.tool_effect_calls WHERE conversation_id = $1 AND tool_call_id = 'x1'`, conv),
+		queryRow[int32](t, db, `SELECT depth FROM convo.messages WHERE conversation_id = $1 AND id = $2`, conv, msg))
+	requireEqual(t, "self_check failures", len(failingChecks(t, db)), 0)
+}
+
+// lookupRowsRead is how many rows of convo.tool_effect_calls the re-run
+// lookup reads for a next call of tool at the head of conv, whose calls are
+// at the conversation's own fork point. It runs with index access only (as
+// on tables too large to read whole, so the planner's choices for the small
+// tables of a test do not count), counted by the statistics of its own
+// transaction.
+func lookupRowsRead(t *testing.T, db *pgxpool.Pool, conv, tool string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, q := range []string{`SET LOCAL enable_seqscan = off`, `SET LOCAL enable_bitmapscan = off`} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const read = `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+	                FROM pg_stat_xact_user_tables WHERE relid = 'convo.tool_effect_calls'::regclass`
+	var before, after int64
+	var found *string
+	if err := tx.QueryRow(ctx, read).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `
+		SELECT convo_private.rerun_candidate($1, NULL, $2, array_agg(s.branch_id), array_agg(s.max_depth))::text
+		  FROM convo_private.path_segments($1, (SELECT head_message_id FROM convo.conversations WHERE id = $1)) s`,
+		conv, tool).Scan(&found); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, read).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if found == nil {
+		t.Fatalf("the re-run lookup found no candidate, where the first call, regenerated, is one")
+	}
+	return after - before
+}
+
+// TestRerunLookupReadsTheSameWhateverTheTurnsLength: the re-run lookup for
+// the next call of an agent turn of n calls of one tool at one fork point
+// reads as many ledger rows at n = 40 as at n = 160 (before it went by
+// place, it read every earlier call of the turn, all on the path). Counted,
+// not timed. The turn's first answer was regenerated, so the fork point
+// has a second branch, with the candidate on it.
+func TestRerunLookupReadsTheSameWhateverTheTurnsLength(t *testing.T) {
+	db := newDB(t)
+	effRegisterPurchase(t, db, "buy", "tool_call", "1 hour")
+	conv := createConversation(t, db, "owner-1", "")
+	appendMsg(t, db, conv, "user", textParts("go"))
+	first := agentRound(t, db, conv, "buy", "r0", 1)
+	regenerateMsg(t, db, conv, first, effToolUses(effBuy("r0b", "buy", 1)))
+	appendMsg(t, db, conv, "user", effToolResults("r0b"))
+	read := map[int]int64{}
+	for n := 1; n <= 160; n++ {
+		agentRound(t, db, conv, "buy", fmt.Sprintf("r%d", n), 1+n%1000)
+		if n == 40 || n == 160 {
+			read[n] = lookupRowsRead(t, db, conv, "buy")
+		}
+	}
+	t.Logf("ledger rows the lookup read: %d at 40 calls, %d at 160", read[40], read[160])
+	if read[40] == 0 {
+		t.Fatalf("the lookup read no ledger row at 40 calls: the count measures nothing")
+	}
+	if read[160] > read[40] {
+		t.Errorf("the lookup for a turn of 160 calls read %d ledger rows, of 40 calls %d: it grows with the turn",
+			read[160], read[40])
+	}
+	requireEqual(t, "the decision of r160 (r0, off the path, is a re-run's candidate)", effLink(t, db, conv, "r160").Decision, "confirm")
+	requireEqual(t, "the regenerated answer's decision", effLink(t, db, conv, "r0b").Decision, "confirm")
+}
+
+// TestRestoreTakesEachCallsPlace: a document from before calls kept their
+// place (no branch_id or depth in its tool_calls) restores, each call
+// placed at its message; a document placing a call elsewhere than its
+// message is refused (CV011) and writes nothing.
+func TestRestoreTakesEachCallsPlace(t *testing.T) {
+	src := newDB(t)
+	effRegisterPurchase(t, src, "buy", "tool_call", "1 hour")
+	conv := createConversation(t, src, "owner-1", "")
+	question := appendMsg(t, src, conv, "user", textParts("buy"))
+	agentRound(t, src, conv, "buy", "c1", 1)
+	editMsg(t, src, conv, question, textParts("buy again"))
+	agentRound(t, src, conv, "buy", "c2", 2)
+	doc := exportAs(t, src, "", conv)
+	for _, r := range rows(mustDecode(t, doc), "tool_calls") {
+		if r["branch_id"] == nil || r["depth"] == nil {
+			t.Fatalf("an exported tool call without its place: %v", r)
+		}
+	}
+
+	t.Run("a document without places", func(t *testing.T) {
+		dst := newDB(t)
+		effRegisterPurchase(t, dst, "buy", "tool_call", "1 hour")
+		old := editExport(t, doc, func(x map[string]any) {
+			for _, r := range rows(x, "tool_calls") {
+				delete(r, "branch_id")
+				delete(r, "depth")
+			}
+		})
+		id, err := importAs(loginAs(t, dst, "convo_admin"), "owner-1", "conversation", old)
+		if err != nil {
+			t.Fatalf("restoring a document without the calls' places: %v", err)
+		}
+		misplaced := queryRow[int64](t, dst, `
+			SELECT count(*) FROM convo.tool_effect_calls l
+			  JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
+			 WHERE l.conversation_id = $1 AND (l.branch_id, l.depth) IS DISTINCT FROM (m.branch_id, m.depth)`, id)
+		requireEqual(t, "restored calls placed elsewhere than their messages", misplaced, 0)
+		requireEqual(t, "restored calls", queryRow[int64](t, dst,
+			`SELECT count(*) FROM convo.tool_effect_calls WHERE conversation_id = $1`, id), 2)
+		requireEqual(t, "self_check failures", len(failingChecks(t, dst)), 0)
+	})
+
+	for _, c := range []struct {
+		name string
+		edit func(r map[string]any)
+	}{
+		{"a deeper place", func(r map[string]any) { r["depth"] = json.Number("7") }},
+		{"another branch", func(r map[string]any) { r["branch_id"] = r["message_id"].(string)[:35] + "f" }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dst := newDB(t)
+			effRegisterPurchase(t, dst, "buy", "tool_call", "1 hour")
+			forged := editExport(t, doc, func(x map[string]any) { c.edit(rows(x, "tool_calls")[0]) })
+			before := fingerprint(t, dst)
+			_, err := importAs(loginAs(t, dst, "convo_admin"), "owner-1", "conversation", forged)
+			requireSQLState(t, err, "CV011")
+			t.Logf("refused: %v", err)
+			requireFingerprint(t, dst, "the refused restore", before)
+		})
+	}
+}
+
+// mustDecode decodes an export document, numbers kept as json.Number.
+func mustDecode(t testing.TB, doc string) map[string]any {
+	t.Helper()
+	d := json.NewDecoder(strings.NewReader(doc))
+	d.UseNumber()
+	var x map[string]any
+	if err := d.Decode(&x); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}

@@ -428,6 +428,48 @@ $$;
 COMMENT ON FUNCTION convo.import_conversation(text, jsonb) IS
     'Restores an export_conversation document for its owner (convo_admin): only a history the API could have written (CV011 otherwise), seq numbered here, recorded in convo.imports and marked on every row; a repeat returns the id, other content under the id is CV009.';
 
+-- call_fork_point: the fork point record_tool_call gives a new call of
+-- p_message_id: what fork_point_of's walk would find, taken from the
+-- nearest message above with a recorded call when no person's turn lies
+-- between (each call of an agent turn records the turn's fork point, and
+-- only pgconvo writes those rows; self_check compares each with the walk,
+-- ledger_problems). So the k calls of one agent turn cost a few steps each,
+-- not a walk to the turn's start each.
+CREATE OR REPLACE FUNCTION convo_private.call_fork_point(p_conversation_id uuid, p_message_id uuid)
+RETURNS uuid
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id     uuid := p_message_id;
+    v_parent uuid;
+    v_role   text;
+    v_parts  jsonb;
+    v_fork   uuid;
+BEGIN
+    WHILE v_id IS NOT NULL LOOP
+        SELECT m.parent_id, m.role, m.parts INTO v_parent, v_role, v_parts
+          FROM convo.messages m
+         WHERE m.conversation_id = p_conversation_id AND m.id = v_id;
+        IF v_role = 'user' AND EXISTS (SELECT 1 FROM jsonb_array_elements(v_parts) e (part)
+                                        WHERE e.part ->> 'type' IS DISTINCT FROM 'tool_result') THEN
+            RETURN v_parent;
+        END IF;
+        SELECT l.fork_point_id INTO v_fork
+          FROM convo.keyed_parts k
+          JOIN convo.tool_effect_calls l ON l.conversation_id = k.conversation_id AND l.tool_call_id = k.tool_call_id
+         WHERE k.conversation_id = p_conversation_id AND k.message_id = v_id AND k.type = 'tool_use'
+         LIMIT 1;
+        IF FOUND THEN
+            RETURN v_fork;
+        END IF;
+        v_id := v_parent;
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+
 -- ledger_problems: every ledger row of one conversation (NULL: of every
 -- conversation) that the API could not have written, one row each, naming
 -- the row and what is wrong with it:

@@ -26,10 +26,16 @@ BEGIN
                                         WHERE e.part ->> 'type' IS DISTINCT FROM 'tool_result') THEN
             RETURN v_parent;
         END IF;
-        SELECT l.fork_point_id INTO v_fork
-          FROM convo.keyed_parts k
-          JOIN convo.tool_effect_calls l ON l.conversation_id = k.conversation_id AND l.tool_call_id = k.tool_call_id
-         WHERE k.conversation_id = p_conversation_id AND k.message_id = v_id AND k.type = 'tool_use'
+        -- The message's calls, from its parts, each looked up by the
+        -- ledger's key (a lateral LIMIT keeps it a key lookup, whatever a
+        -- plan made on a nearly empty ledger would make of a join).
+        SELECT f.fork_point_id INTO v_fork
+          FROM jsonb_array_elements(v_parts) AS e (part)
+         CROSS JOIN LATERAL (SELECT l.fork_point_id
+                               FROM convo.tool_effect_calls l
+                              WHERE l.conversation_id = p_conversation_id AND l.tool_call_id = e.part ->> 'id'
+                              LIMIT 1) f
+         WHERE e.part ->> 'type' = 'tool_use'
          LIMIT 1;
         IF FOUND THEN
             RETURN v_fork;

@@ -223,3 +223,44 @@ func mustDecode(t testing.TB, doc string) map[string]any {
 	}
 	return x
 }
+
+// TestRerunLookupReadsCallsWithoutAPlace: calls without a place (as an
+// upgrade of a distributed database leaves the calls it found: it cannot
+// fill them there) are checked against the path as before: a re-run of
+// them is found, the one it repeats is the latest, and self_check accepts
+// them; a call written after is placed.
+func TestRerunLookupReadsCallsWithoutAPlace(t *testing.T) {
+	db := newDB(t)
+	effRegisterPurchase(t, db, "buy", "tool_call", "1 hour")
+	conv := createConversation(t, db, "owner-1", "")
+	question := appendMsg(t, db, conv, "user", textParts("buy"))
+	first := agentRound(t, db, conv, "buy", "c1", 1)
+	regenerateMsg(t, db, conv, first, effToolUses(effBuy("c2", "buy", 2)))
+	mustExec(t, db, `
+		DO $$
+		BEGIN
+		    ALTER TABLE convo.tool_effect_calls DISABLE TRIGGER tool_effect_calls_90_append_only;
+		    UPDATE convo.tool_effect_calls SET branch_id = NULL, depth = NULL;
+		    ALTER TABLE convo.tool_effect_calls ENABLE ALWAYS TRIGGER tool_effect_calls_90_append_only;
+		END;
+		$$`)
+	requireEqual(t, "self_check failures with calls without a place", failingChecks(t, db), "")
+	// On the path: c2 (the head's answer); off it: c1. A call below c2 is
+	// a re-run of c1 only.
+	appendMsg(t, db, conv, "user", effToolResults("c2"))
+	agentRound(t, db, conv, "buy", "c3", 3)
+	l := effLink(t, db, conv, "c3")
+	requireEqual(t, "the decision of c3", l.Decision, "confirm")
+	requireEqual(t, "what c3 repeats (c1, off the path; c2 is on it)",
+		effRead(t, db, conv, l.EffectID).RepeatsEffectID, effLink(t, db, conv, "c1").EffectID)
+	// Another question: c1, c2 (no place) and c3 (placed) are all off its
+	// path; the latest is c3's.
+	editMsg(t, db, conv, question, textParts("buy again"))
+	appendMsg(t, db, conv, "assistant", effToolUses(effBuy("c4", "buy", 4)))
+	l = effLink(t, db, conv, "c4")
+	requireEqual(t, "the decision of c4", l.Decision, "confirm")
+	requireEqual(t, "what c4 repeats", effRead(t, db, conv, l.EffectID).RepeatsEffectID, effLink(t, db, conv, "c3").EffectID)
+	requireEqual(t, "calls without a place", queryRow[int64](t, db,
+		`SELECT count(*) FROM convo.tool_effect_calls WHERE branch_id IS NULL`), 2)
+	requireEqual(t, "self_check failures", failingChecks(t, db), "")
+}

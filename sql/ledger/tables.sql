@@ -24,11 +24,12 @@ CREATE TABLE convo.tool_effect_calls (
     import_id uuid,
     tool_name text NOT NULL,
     tool_version integer NOT NULL,
-    branch_id uuid NOT NULL,
-    depth integer NOT NULL,
+    branch_id uuid,
+    depth integer,
     CONSTRAINT tool_effect_calls_pkey PRIMARY KEY (conversation_id, tool_call_id),
     CONSTRAINT tool_effect_calls_check CHECK ((decision = 'replay'::text) = (effect_id IS NULL)),
-    CONSTRAINT tool_effect_calls_decision_check CHECK (decision = ANY (ARRAY['execute'::text, 'reuse'::text, 'confirm'::text, 'rejected'::text, 'replay'::text]))
+    CONSTRAINT tool_effect_calls_decision_check CHECK (decision = ANY (ARRAY['execute'::text, 'reuse'::text, 'confirm'::text, 'rejected'::text, 'replay'::text])),
+    CONSTRAINT tool_effect_calls_place_check CHECK ((branch_id IS NULL) = (depth IS NULL))
 );
 CREATE INDEX tool_effect_calls_effect_idx ON convo.tool_effect_calls USING btree (conversation_id, effect_id);
 CREATE INDEX tool_effect_calls_rerun_idx ON convo.tool_effect_calls USING btree (conversation_id, COALESCE(fork_point_id, conversation_id), tool_name, branch_id, depth);

@@ -25,16 +25,29 @@ $$;
 DROP FUNCTION convo_private.record_tool_call_planned(uuid, uuid, int, text, text, jsonb);
 DROP FUNCTION convo_private.record_tool_call(uuid, uuid, int, text, text, jsonb);
 DROP FUNCTION convo_private.rerun_candidate(uuid, uuid, uuid, text, uuid[], int[]);
-ALTER TABLE convo.tool_effect_calls ADD COLUMN branch_id uuid, ADD COLUMN depth integer;
--- The calls written so far take their messages' places; the append-only
--- guard steps aside for this one statement, as it was (a distributed
--- database's triggers are already off on the coordinator).
+ALTER TABLE convo.tool_effect_calls ADD COLUMN branch_id uuid;
+ALTER TABLE convo.tool_effect_calls ADD COLUMN depth integer;
+ALTER TABLE convo.tool_effect_calls
+    ADD CONSTRAINT tool_effect_calls_place_check CHECK ((branch_id IS NULL) = (depth IS NULL));
+-- The calls written so far take their messages' places, the append-only
+-- guard stepping aside for this one statement. On a distributed database
+-- the shards' guards cannot step aside (Citus does not pass a trigger's
+-- DISABLE on to them): there the calls written before keep no place, and
+-- the lookup reads them as it did before (rerun_candidate).
 DO $$
 DECLARE
     v_enabled "char" := (SELECT t.tgenabled FROM pg_trigger t
                           WHERE t.tgrelid = 'convo.tool_effect_calls'::regclass
                             AND t.tgname = 'tool_effect_calls_90_append_only');
+    v_distributed boolean := false;
 BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
+                                 WHERE logicalrelid = ''convo.tool_effect_calls''::regclass)' INTO v_distributed;
+    END IF;
+    IF v_distributed THEN
+        RETURN;
+    END IF;
     IF v_enabled <> 'D' THEN
         ALTER TABLE convo.tool_effect_calls DISABLE TRIGGER tool_effect_calls_90_append_only;
     END IF;
@@ -49,7 +62,6 @@ BEGIN
     END IF;
 END;
 $$;
-ALTER TABLE convo.tool_effect_calls ALTER COLUMN branch_id SET NOT NULL, ALTER COLUMN depth SET NOT NULL;
 DROP INDEX convo.tool_effect_calls_fork_idx;
 CREATE INDEX tool_effect_calls_rerun_idx ON convo.tool_effect_calls
     USING btree (conversation_id, (coalesce(fork_point_id, conversation_id)), tool_name, branch_id, depth);
@@ -548,7 +560,8 @@ $$;
 --   checked against (replay for an effectful tool, a ledger decision for one
 --   without effects), or that names another tool than its tool_use part;
 --   a call placed (branch and depth, which the re-run lookup reads) other
---   than its message;
+--   than its message (a call without a place, from before calls kept one,
+--   is read as before);
 --   a fork point that is not the call's (fork_points: the walk of
 --   fork_point_of, made once down each conversation's tree, so an agent
 --   turn of k calls costs its length once, not k times);
@@ -623,7 +636,8 @@ BEGIN
            format('is placed on branch %s at depth %s, its message %s is on branch %s at depth %s',
                   c.branch_id, c.depth, c.message_id, c.message_branch, c.message_depth)
       FROM calls c
-     WHERE (c.branch_id, c.depth) IS DISTINCT FROM (c.message_branch, c.message_depth)
+     WHERE c.branch_id IS NOT NULL
+       AND (c.branch_id, c.depth) IS DISTINCT FROM (c.message_branch, c.message_depth)
     UNION ALL
     SELECT c.conversation_id, 'tool call ' || c.tool_call_id,
            format('fork point %s, the call''s is %s', coalesce(c.fork_point_id::text, 'the conversation'),
@@ -846,7 +860,10 @@ $$;
 -- each the deepest call off the path is its latest; the latest of those
 -- across branches is the answer. The calls of an agent turn on the path
 -- are never read, so the next call of a turn of N calls costs the same
--- whatever N (before, each call read every earlier call of the turn).
+-- whatever N (before, each call read every earlier call of the turn). A
+-- call without a place (one written on a distributed database before calls
+-- kept theirs: its upgrade could not fill them) is checked against the path
+-- as before; only such calls are read that way.
 CREATE OR REPLACE FUNCTION convo_private.rerun_candidate(
     p_conversation_id uuid,
     p_fork            uuid,
@@ -889,21 +906,36 @@ BEGIN
               FROM branches b
              WHERE b.branch_id IS NOT NULL)
         SELECT c.effect_id
-          FROM branches b
-          LEFT JOIN unnest(p_branches, p_depths) AS s (branch_id, max_depth) ON s.branch_id = b.branch_id
-         CROSS JOIN LATERAL (
-                SELECT l.effect_id, l.decided_at, l.tool_call_id
-                  FROM convo.tool_effect_calls l
-                 WHERE l.conversation_id = p_conversation_id
-                   AND coalesce(l.fork_point_id, l.conversation_id) = coalesce(p_fork, p_conversation_id)
-                   AND l.fork_point_id IS NOT DISTINCT FROM p_fork
-                   AND l.tool_name = p_tool_name
-                   AND l.branch_id = b.branch_id
-                   AND l.depth > coalesce(s.max_depth, -1)
-                   AND l.decision IN ('execute', 'reuse', 'confirm')
-                 ORDER BY l.depth DESC, l.decided_at DESC, l.tool_call_id DESC
-                 LIMIT 1) c
-         WHERE b.branch_id IS NOT NULL
+          FROM (SELECT c.effect_id, c.decided_at, c.tool_call_id
+                  FROM branches b
+                  LEFT JOIN unnest(p_branches, p_depths) AS s (branch_id, max_depth) ON s.branch_id = b.branch_id
+                 CROSS JOIN LATERAL (
+                        SELECT l.effect_id, l.decided_at, l.tool_call_id
+                          FROM convo.tool_effect_calls l
+                         WHERE l.conversation_id = p_conversation_id
+                           AND coalesce(l.fork_point_id, l.conversation_id) = coalesce(p_fork, p_conversation_id)
+                           AND l.fork_point_id IS NOT DISTINCT FROM p_fork
+                           AND l.tool_name = p_tool_name
+                           AND l.branch_id = b.branch_id
+                           AND l.depth > coalesce(s.max_depth, -1)
+                           AND l.decision IN ('execute', 'reuse', 'confirm')
+                         ORDER BY l.depth DESC, l.decided_at DESC, l.tool_call_id DESC
+                         LIMIT 1) c
+                 WHERE b.branch_id IS NOT NULL
+                UNION ALL
+                -- Calls without a place (written on a distributed database
+                -- before calls kept one): each checked against the path.
+                (SELECT l.effect_id, l.decided_at, l.tool_call_id
+                   FROM convo.tool_effect_calls l
+                  WHERE l.conversation_id = p_conversation_id
+                    AND coalesce(l.fork_point_id, l.conversation_id) = coalesce(p_fork, p_conversation_id)
+                    AND l.fork_point_id IS NOT DISTINCT FROM p_fork
+                    AND l.tool_name = p_tool_name
+                    AND l.branch_id IS NULL
+                    AND l.decision IN ('execute', 'reuse', 'confirm')
+                    AND NOT convo_private.is_on_segments(p_conversation_id, l.message_id, p_branches, p_depths)
+                  ORDER BY l.decided_at DESC, l.tool_call_id DESC
+                  LIMIT 1)) c
          ORDER BY c.decided_at DESC, c.tool_call_id DESC
          LIMIT 1);
 END;

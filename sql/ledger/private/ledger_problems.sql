@@ -5,7 +5,8 @@
 --   checked against (replay for an effectful tool, a ledger decision for one
 --   without effects), or that names another tool than its tool_use part;
 --   a call placed (branch and depth, which the re-run lookup reads) other
---   than its message;
+--   than its message (a call without a place, from before calls kept one,
+--   is read as before);
 --   a fork point that is not the call's (fork_points: the walk of
 --   fork_point_of, made once down each conversation's tree, so an agent
 --   turn of k calls costs its length once, not k times);
@@ -80,7 +81,8 @@ BEGIN
            format('is placed on branch %s at depth %s, its message %s is on branch %s at depth %s',
                   c.branch_id, c.depth, c.message_id, c.message_branch, c.message_depth)
       FROM calls c
-     WHERE (c.branch_id, c.depth) IS DISTINCT FROM (c.message_branch, c.message_depth)
+     WHERE c.branch_id IS NOT NULL
+       AND (c.branch_id, c.depth) IS DISTINCT FROM (c.message_branch, c.message_depth)
     UNION ALL
     SELECT c.conversation_id, 'tool call ' || c.tool_call_id,
            format('fork point %s, the call''s is %s', coalesce(c.fork_point_id::text, 'the conversation'),

@@ -10,7 +10,10 @@
 -- each the deepest call off the path is its latest; the latest of those
 -- across branches is the answer. The calls of an agent turn on the path
 -- are never read, so the next call of a turn of N calls costs the same
--- whatever N (before, each call read every earlier call of the turn).
+-- whatever N (before, each call read every earlier call of the turn). A
+-- call without a place (one written on a distributed database before calls
+-- kept theirs: its upgrade could not fill them) is checked against the path
+-- as before; only such calls are read that way.
 CREATE OR REPLACE FUNCTION convo_private.rerun_candidate(
     p_conversation_id uuid,
     p_fork            uuid,
@@ -53,21 +56,36 @@ BEGIN
               FROM branches b
              WHERE b.branch_id IS NOT NULL)
         SELECT c.effect_id
-          FROM branches b
-          LEFT JOIN unnest(p_branches, p_depths) AS s (branch_id, max_depth) ON s.branch_id = b.branch_id
-         CROSS JOIN LATERAL (
-                SELECT l.effect_id, l.decided_at, l.tool_call_id
-                  FROM convo.tool_effect_calls l
-                 WHERE l.conversation_id = p_conversation_id
-                   AND coalesce(l.fork_point_id, l.conversation_id) = coalesce(p_fork, p_conversation_id)
-                   AND l.fork_point_id IS NOT DISTINCT FROM p_fork
-                   AND l.tool_name = p_tool_name
-                   AND l.branch_id = b.branch_id
-                   AND l.depth > coalesce(s.max_depth, -1)
-                   AND l.decision IN ('execute', 'reuse', 'confirm')
-                 ORDER BY l.depth DESC, l.decided_at DESC, l.tool_call_id DESC
-                 LIMIT 1) c
-         WHERE b.branch_id IS NOT NULL
+          FROM (SELECT c.effect_id, c.decided_at, c.tool_call_id
+                  FROM branches b
+                  LEFT JOIN unnest(p_branches, p_depths) AS s (branch_id, max_depth) ON s.branch_id = b.branch_id
+                 CROSS JOIN LATERAL (
+                        SELECT l.effect_id, l.decided_at, l.tool_call_id
+                          FROM convo.tool_effect_calls l
+                         WHERE l.conversation_id = p_conversation_id
+                           AND coalesce(l.fork_point_id, l.conversation_id) = coalesce(p_fork, p_conversation_id)
+                           AND l.fork_point_id IS NOT DISTINCT FROM p_fork
+                           AND l.tool_name = p_tool_name
+                           AND l.branch_id = b.branch_id
+                           AND l.depth > coalesce(s.max_depth, -1)
+                           AND l.decision IN ('execute', 'reuse', 'confirm')
+                         ORDER BY l.depth DESC, l.decided_at DESC, l.tool_call_id DESC
+                         LIMIT 1) c
+                 WHERE b.branch_id IS NOT NULL
+                UNION ALL
+                -- Calls without a place (written on a distributed database
+                -- before calls kept one): each checked against the path.
+                (SELECT l.effect_id, l.decided_at, l.tool_call_id
+                   FROM convo.tool_effect_calls l
+                  WHERE l.conversation_id = p_conversation_id
+                    AND coalesce(l.fork_point_id, l.conversation_id) = coalesce(p_fork, p_conversation_id)
+                    AND l.fork_point_id IS NOT DISTINCT FROM p_fork
+                    AND l.tool_name = p_tool_name
+                    AND l.branch_id IS NULL
+                    AND l.decision IN ('execute', 'reuse', 'confirm')
+                    AND NOT convo_private.is_on_segments(p_conversation_id, l.message_id, p_branches, p_depths)
+                  ORDER BY l.decided_at DESC, l.tool_call_id DESC
+                  LIMIT 1)) c
          ORDER BY c.decided_at DESC, c.tool_call_id DESC
          LIMIT 1);
 END;

@@ -32,7 +32,7 @@ CREATE TABLE convo.tool_effect_calls (
     CONSTRAINT tool_effect_calls_place_check CHECK ((branch_id IS NULL) = (depth IS NULL))
 );
 CREATE INDEX tool_effect_calls_effect_idx ON convo.tool_effect_calls USING btree (conversation_id, effect_id);
-CREATE INDEX tool_effect_calls_rerun_idx ON convo.tool_effect_calls USING btree (conversation_id, COALESCE(fork_point_id, conversation_id), tool_name, branch_id, depth);
+CREATE INDEX tool_effect_calls_rerun_idx ON convo.tool_effect_calls USING btree (conversation_id, COALESCE(fork_point_id, conversation_id), tool_name, branch_id, depth, decided_at, tool_call_id);
 ALTER TABLE convo.tool_effect_calls ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tool_effect_calls_reader_reads_all ON convo.tool_effect_calls AS PERMISSIVE FOR SELECT TO convo_reader USING (true);
 COMMENT ON TABLE convo.tool_effect_calls IS 'Each tool call of a message and its ledger decision (new effect, repeat, paused, read-only), made before a request can leave; append-only.';

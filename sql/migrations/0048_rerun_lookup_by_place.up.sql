@@ -20,7 +20,9 @@ $$;
 -- place instead of reading every earlier call at the fork point. Its index
 -- keeps the fork point with the conversation standing for NULL (the
 -- conversation itself), an equality whose order by branch serves the
--- lookup (IS NULL would not).
+-- lookup (IS NULL would not), and ends in the lookup's order on a branch,
+-- so that the deepest call off the path is one descent, not a sort of the
+-- branch's calls.
 -- record_tool_call and rerun_candidate take other arguments now.
 DROP FUNCTION convo_private.record_tool_call_planned(uuid, uuid, int, text, text, jsonb);
 DROP FUNCTION convo_private.record_tool_call(uuid, uuid, int, text, text, jsonb);
@@ -64,7 +66,8 @@ END;
 $$;
 DROP INDEX convo.tool_effect_calls_fork_idx;
 CREATE INDEX tool_effect_calls_rerun_idx ON convo.tool_effect_calls
-    USING btree (conversation_id, (coalesce(fork_point_id, conversation_id)), tool_name, branch_id, depth);
+    USING btree (conversation_id, (coalesce(fork_point_id, conversation_id)), tool_name, branch_id, depth,
+                 decided_at, tool_call_id);
 
 -- import_conversation: restores an export (export_conversation's document,
 -- version 3, or version 2, read as version 3 with no title, not archived, no
@@ -561,7 +564,9 @@ $$;
 --   without effects), or that names another tool than its tool_use part;
 --   a call placed (branch and depth, which the re-run lookup reads) other
 --   than its message (a call without a place, from before calls kept one,
---   is read as before);
+--   is read as before), or decided before a call above it on its branch
+--   (a branch is written top down: the lookup takes a branch's deepest
+--   call as its latest);
 --   a fork point that is not the call's (fork_points: the walk of
 --   fork_point_of, made once down each conversation's tree, so an agent
 --   turn of k calls costs its length once, not k times);
@@ -638,6 +643,16 @@ BEGIN
       FROM calls c
      WHERE c.branch_id IS NOT NULL
        AND (c.branch_id, c.depth) IS DISTINCT FROM (c.message_branch, c.message_depth)
+    UNION ALL
+    SELECT o.conversation_id, 'tool call ' || o.tool_call_id,
+           format('is decided at %s, before a call above it on its branch (at %s): a branch''s calls are decided top down',
+                  o.decided_at, o.above)
+      FROM (SELECT c.conversation_id, c.tool_call_id, c.decided_at,
+                   max(c.decided_at) OVER (PARTITION BY c.conversation_id, c.branch_id ORDER BY c.depth
+                                           RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS above
+              FROM calls c
+             WHERE c.branch_id IS NOT NULL) o
+     WHERE o.above > o.decided_at
     UNION ALL
     SELECT c.conversation_id, 'tool call ' || c.tool_call_id,
            format('fork point %s, the call''s is %s', coalesce(c.fork_point_id::text, 'the conversation'),
@@ -857,7 +872,8 @@ $$;
 -- is no segment of the path, and the calls on a segment's branch below the
 -- segment's end. Each branch with calls of the tool at the fork point is
 -- visited once (tool_effect_calls_rerun_idx, one descent each), and on
--- each the deepest call off the path is its latest; the latest of those
+-- each the deepest call off the path is its latest (ledger_problems holds
+-- a branch's calls to that order; the index ends in it); the latest of those
 -- across branches is the answer. The calls of an agent turn on the path
 -- are never read, so the next call of a turn of N calls costs the same
 -- whatever N (before, each call read every earlier call of the turn). A

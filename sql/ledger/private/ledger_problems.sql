@@ -6,7 +6,9 @@
 --   without effects), or that names another tool than its tool_use part;
 --   a call placed (branch and depth, which the re-run lookup reads) other
 --   than its message (a call without a place, from before calls kept one,
---   is read as before);
+--   is read as before), or decided before a call above it on its branch
+--   (a branch is written top down: the lookup takes a branch's deepest
+--   call as its latest);
 --   a fork point that is not the call's (fork_points: the walk of
 --   fork_point_of, made once down each conversation's tree, so an agent
 --   turn of k calls costs its length once, not k times);
@@ -83,6 +85,16 @@ BEGIN
       FROM calls c
      WHERE c.branch_id IS NOT NULL
        AND (c.branch_id, c.depth) IS DISTINCT FROM (c.message_branch, c.message_depth)
+    UNION ALL
+    SELECT o.conversation_id, 'tool call ' || o.tool_call_id,
+           format('is decided at %s, before a call above it on its branch (at %s): a branch''s calls are decided top down',
+                  o.decided_at, o.above)
+      FROM (SELECT c.conversation_id, c.tool_call_id, c.decided_at,
+                   max(c.decided_at) OVER (PARTITION BY c.conversation_id, c.branch_id ORDER BY c.depth
+                                           RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS above
+              FROM calls c
+             WHERE c.branch_id IS NOT NULL) o
+     WHERE o.above > o.decided_at
     UNION ALL
     SELECT c.conversation_id, 'tool call ' || c.tool_call_id,
            format('fork point %s, the call''s is %s', coalesce(c.fork_point_id::text, 'the conversation'),

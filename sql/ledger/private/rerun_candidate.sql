@@ -7,7 +7,8 @@
 -- is no segment of the path, and the calls on a segment's branch below the
 -- segment's end. Each branch with calls of the tool at the fork point is
 -- visited once (tool_effect_calls_rerun_idx, one descent each), and on
--- each the deepest call off the path is its latest; the latest of those
+-- each the deepest call off the path is its latest (ledger_problems holds
+-- a branch's calls to that order; the index ends in it); the latest of those
 -- across branches is the answer. The calls of an agent turn on the path
 -- are never read, so the next call of a turn of N calls costs the same
 -- whatever N (before, each call read every earlier call of the turn). A

@@ -2,9 +2,7 @@
 -- page load. One statement (each part of it filtered by the argument, so
 -- that on a distributed database it reads the node it runs on) checks the owner (sees_conversation:
 -- CV002 otherwise, through conversation_ref) and reads the live-path index (convo.live_path:
--- one row per branch the path runs through, kept by every head move; read
--- once into both arrays, unsorted: the messages are read in depth order
--- whatever the segments' order, and each sorted aggregate cost a sort) and
+-- one row per branch the path runs through, kept by every head move) and
 -- the sibling counts (the few later siblings, messages_forks_idx, as one
 -- object by parent that each row looks up); a second reads the messages: a
 -- conversation never edited is one segment, one range scan of
@@ -32,11 +30,13 @@ SET client_min_messages = notice
 AS $$
 DECLARE
     v_seen     boolean;
-    v_branches uuid[];  -- the segments, in no order: each branch
+    v_branches uuid[];  -- the segments, root first: each branch
     v_depths   int[];   -- and the deepest of it on the path
     v_forks    jsonb;   -- parent id ('' for the roots) to its children's count, for parents of more than one
 BEGIN
-    SELECT true, s.branches, s.depths,
+    SELECT true,
+           (SELECT array_agg(l.branch_id ORDER BY l.min_depth) FROM convo.live_path l WHERE l.conversation_id = p_conversation_id),
+           (SELECT array_agg(l.max_depth ORDER BY l.min_depth) FROM convo.live_path l WHERE l.conversation_id = p_conversation_id),
            (SELECT jsonb_object_agg(coalesce(f.parent_id::text, ''), f.n)
               FROM (SELECT f.parent_id, max(f.sibling_index) AS n
                       FROM convo.messages f
@@ -44,8 +44,6 @@ BEGIN
                      GROUP BY f.parent_id) f)
       INTO v_seen, v_branches, v_depths, v_forks
       FROM convo.conversations c
-     CROSS JOIN LATERAL (SELECT array_agg(l.branch_id) AS branches, array_agg(l.max_depth) AS depths
-                           FROM convo.live_path l WHERE l.conversation_id = p_conversation_id) s
      WHERE c.id = p_conversation_id AND convo_private.sees_conversation(c.owner_id, c.deleted_at, false);
     IF v_seen IS NULL THEN
         PERFORM convo_private.conversation_ref(p_conversation_id); -- CV011 or CV002

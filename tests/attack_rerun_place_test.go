@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +17,9 @@ import (
 // message's branch and depth, and rerun_candidate finds the calls off a
 // new call's path by place. These tests compare its decisions with an
 // oracle computed from the contract's definition over trees built by the
-// API, restore documents whose calls are placed wrongly, forge placements
-// directly, and time the next call of long agent turns.
+// API, restore documents whose calls are placed wrongly or decided out of
+// their branch's order, forge placements directly, and count what the
+// lookup reads beside a long turn on another branch.
 
 // oMsg is a message of the oracle's model of a conversation.
 type oMsg struct {
@@ -807,94 +807,6 @@ func queryRowTx[T any](t testing.TB, tx pgx.Tx, sql string, args ...any) T {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return v
-}
-
-// turnCost builds, on a new database, an agent turn of n rounds (an
-// assistant call of buy, then its result) below one question whose first
-// answer was regenerated (so a candidate sits on another branch), either
-// in one transaction or each write in its own, and then times the next
-// calls of the turn (nine) in the same way. It returns the turn's time and
-// the next calls' median and fastest (the least disturbed by whatever
-// else the machine runs).
-func turnCost(t *testing.T, n int, oneTx bool) (turn, next, fastest time.Duration) {
-	t.Helper()
-	db := newDB(t)
-	effRegisterPurchase(t, db, "buy", "tool_call", "1 hour")
-	conv := createConversation(t, db, "owner-1", "")
-	ctx := context.Background()
-	appendMsg(t, db, conv, "user", textParts("go"))
-	first := agentRound(t, db, conv, "buy", "r0", 1)
-	regenerateMsg(t, db, conv, first, effToolUses(effBuy("r0b", "buy", 1)))
-	appendMsg(t, db, conv, "user", effToolResults("r0b"))
-	conn, err := db.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	exec := func(sql string, args ...any) {
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	if oneTx {
-		exec(`BEGIN`)
-	}
-	round := func(i int) time.Duration {
-		id := fmt.Sprintf("r%d", i)
-		start := time.Now()
-		exec(`SELECT convo.append_message($1, 'assistant', $2)`, conv, effToolUses(effBuy(id, "buy", 1+i%1000)))
-		d := time.Since(start)
-		exec(`SELECT convo.append_message($1, 'user', $2)`, conv, effToolResults(id))
-		return d
-	}
-	start := time.Now()
-	for i := 1; i <= n; i++ {
-		round(i)
-	}
-	turn = time.Since(start)
-	var nexts []time.Duration
-	for i := n + 1; i <= n+9; i++ {
-		nexts = append(nexts, round(i))
-	}
-	sort.Slice(nexts, func(i, j int) bool { return nexts[i] < nexts[j] })
-	next, fastest = nexts[len(nexts)/2], nexts[0]
-	var decision string
-	if err := conn.QueryRow(ctx, `SELECT decision FROM convo.tool_effect_calls WHERE conversation_id = $1 AND tool_call_id = $2`,
-		conv, fmt.Sprintf("r%d", n+9)).Scan(&decision); err != nil {
-		t.Fatal(err)
-	}
-	requireEqual(t, "the last call's decision (r0, off the path, is its candidate)", decision, "confirm")
-	if oneTx {
-		exec(`COMMIT`)
-	}
-	return turn, next, fastest
-}
-
-// TestAttackRerunPlaceCost: the next call of an agent turn of N and 4N
-// rounds, in one transaction on a new database (generic plans made on a
-// nearly empty ledger) and with each write in its own transaction. Logged;
-// the only assertion is that the fastest of the next calls after 4N costs
-// under 8 times the fastest after N (flat is ~1x, linear ~4x).
-func TestAttackRerunPlaceCost(t *testing.T) {
-	const n = 100
-	for _, oneTx := range []bool{true, false} {
-		name := "separate transactions"
-		if oneTx {
-			name = "one transaction"
-		}
-		t.Run(name, func(t *testing.T) {
-			turnN, nextN, fastN := turnCost(t, n, oneTx)
-			turn4N, next4N, fast4N := turnCost(t, 4*n, oneTx)
-			t.Logf("%s: turn of %d rounds %v, next call %v (fastest %v); turn of %d rounds %v, next call %v (fastest %v); "+
-				"next-call ratio %.2f (fastest %.2f), turn ratio %.2f",
-				name, n, turnN.Round(time.Millisecond), nextN.Round(10*time.Microsecond), fastN.Round(10*time.Microsecond),
-				4*n, turn4N.Round(time.Millisecond), next4N.Round(10*time.Microsecond), fast4N.Round(10*time.Microsecond),
-				float64(next4N)/float64(nextN), float64(fast4N)/float64(fastN), float64(turn4N)/float64(turnN))
-			if fast4N > 8*fastN {
-				t.Errorf("the next call after %d rounds took %v at the fastest, after %d rounds %v: over 8x", 4*n, fast4N, n, fastN)
-			}
-		})
-	}
 }
 
 // TestAttackRerunPlaceOtherBranchLength: rerun_candidate's comment says

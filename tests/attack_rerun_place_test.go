@@ -451,15 +451,6 @@ func callRow(t testing.TB, x map[string]any, id string) map[string]any {
 	return nil
 }
 
-// misplacedCalls counts conv's calls placed other than their messages.
-func misplacedCalls(t testing.TB, db *pgxpool.Pool, conv string) int64 {
-	t.Helper()
-	return queryRow[int64](t, db, `
-		SELECT count(*) FROM convo.tool_effect_calls l
-		  JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
-		 WHERE l.conversation_id = $1 AND (l.branch_id, l.depth) IS DISTINCT FROM (m.branch_id, m.depth)`, conv)
-}
-
 // TestAttackRerunPlaceRestore: restores of a document with calls on three
 // branches. Without places (an older document), with the right place on
 // one call only, or with only a right branch_id: restored, each call at its

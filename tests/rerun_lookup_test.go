@@ -26,6 +26,15 @@ func agentRound(t testing.TB, db *pgxpool.Pool, conv, tool, id string, amount in
 	return msg
 }
 
+// misplacedCalls counts conv's calls placed other than their messages.
+func misplacedCalls(t testing.TB, db *pgxpool.Pool, conv string) int64 {
+	t.Helper()
+	return queryRow[int64](t, db, `
+		SELECT count(*) FROM convo.tool_effect_calls l
+		  JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
+		 WHERE l.conversation_id = $1 AND (l.branch_id, l.depth) IS DISTINCT FROM (m.branch_id, m.depth)`, conv)
+}
+
 // TestRerunLookupFindsCallsOffThePath: the calls of the turn above a call
 // are on its path (execute); a regenerated answer re-runs the call it
 // replaces, which sits deeper on a branch the path leaves (confirm); an
@@ -65,11 +74,7 @@ func TestRerunLookupFindsCallsOffThePath(t *testing.T) {
 		effRead(t, db, conv, l.EffectID).RepeatsEffectID, effLink(t, db, conv, "a3b").EffectID)
 
 	// Each call's place is its message's.
-	misplaced := queryRow[int64](t, db, `
-		SELECT count(*) FROM convo.tool_effect_calls l
-		  JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
-		 WHERE l.conversation_id = $1 AND (l.branch_id, l.depth) IS DISTINCT FROM (m.branch_id, m.depth)`, conv)
-	requireEqual(t, "calls whose branch and depth are not their message's", misplaced, 0)
+	requireEqual(t, "calls whose branch and depth are not their message's", misplacedCalls(t, db, conv), 0)
 	requireEqual(t, "the depth kept for x1", queryRow[int32](t, db,
 		`SELECT depth FROM convo.tool_effect_calls WHERE conversation_id = $1 AND tool_call_id = 'x1'`, conv),
 		queryRow[int32](t, db, `SELECT depth FROM convo.messages WHERE conversation_id = $1 AND id = $2`, conv, msg))
@@ -182,11 +187,7 @@ func TestRestoreTakesEachCallsPlace(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restoring a document without the calls' places: %v", err)
 		}
-		misplaced := queryRow[int64](t, dst, `
-			SELECT count(*) FROM convo.tool_effect_calls l
-			  JOIN convo.messages m ON m.conversation_id = l.conversation_id AND m.id = l.message_id
-			 WHERE l.conversation_id = $1 AND (l.branch_id, l.depth) IS DISTINCT FROM (m.branch_id, m.depth)`, id)
-		requireEqual(t, "restored calls placed elsewhere than their messages", misplaced, 0)
+		requireEqual(t, "restored calls placed elsewhere than their messages", misplacedCalls(t, dst, id), 0)
 		requireEqual(t, "restored calls", queryRow[int64](t, dst,
 			`SELECT count(*) FROM convo.tool_effect_calls WHERE conversation_id = $1`, id), 2)
 		requireEqual(t, "self_check failures", len(failingChecks(t, dst)), 0)

@@ -456,15 +456,16 @@ func callRow(t testing.TB, x map[string]any, id string) map[string]any {
 // one call only, or with only a right branch_id: restored, each call at its
 // message, self_check clean, a repeat of the same document a no-op, and the
 // restored ledger feeds the lookup (a call of a new branch confirms,
-// naming the latest). Any other place (another real branch, the depth of
-// another real message, nulls, not a uuid, not an integer, a right branch
-// with a wrong depth on one call only) is refused with CV011 and writes
-// nothing.
+// naming the latest). With both null on a call (a distributed database's
+// export of a call its upgrade could not place): restored as it is. Any
+// other place (another real branch, the depth of another real message, one
+// null of the two, not a uuid, not an integer, a right branch with a wrong
+// depth on one call only) is refused with CV011 and writes nothing.
 func TestAttackRerunPlaceRestore(t *testing.T) {
 	src := newDB(t)
 	exportTools(t, src)
 	_, _, doc := placeSource(t, src)
-	x := mustDecode(t, doc)
+	x := decodeExport(t, doc)
 	branchOf := func(id string) any { return callRow(t, x, id)["branch_id"] }
 	depthOf := func(id string) any { return callRow(t, x, id)["depth"] }
 
@@ -530,6 +531,41 @@ func TestAttackRerunPlaceRestore(t *testing.T) {
 		})
 	}
 
+	// Both null is no place: a distributed database exports so the calls
+	// its upgrade could not place. Restored as they are (the document reads
+	// back), self_check clean, and the lookup reads them as before.
+	for _, c := range []struct {
+		name     string
+		unplaced int64
+		edit     func(x map[string]any)
+	}{
+		{"both null", 1, func(x map[string]any) { callRow(t, x, "p1")["branch_id"], callRow(t, x, "p1")["depth"] = nil, nil }},
+		{"both null on every call", 5, func(x map[string]any) {
+			for _, r := range rows(x, "tool_calls") {
+				r["branch_id"], r["depth"] = nil, nil
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dst := newDB(t)
+			exportTools(t, dst)
+			id, err := importAs(loginAs(t, dst, "convo_admin"), "owner-1", "conversation", editExport(t, doc, c.edit))
+			if err != nil {
+				t.Fatalf("restoring: %v", err)
+			}
+			requireEqual(t, "restored calls without a place", queryRow[int64](t, dst,
+				`SELECT count(*) FROM convo.tool_effect_calls WHERE conversation_id = $1 AND branch_id IS NULL`, id), c.unplaced)
+			requireEqual(t, "self_check failures", failingChecks(t, dst), "")
+			u := queryRow[string](t, dst, `SELECT parent_id::text FROM convo.messages
+			                                 WHERE conversation_id = $1 AND id = (SELECT head_message_id FROM convo.conversations WHERE id = $1)`, id)
+			editMsg(t, dst, id, u, textParts("buy a third time"))
+			appendMsg(t, dst, id, "assistant", effToolUses(effBuy("n1", "buy", 1)))
+			l := effLink(t, dst, id, "n1")
+			requireEqual(t, "n1's decision", l.Decision, "confirm")
+			requireEqual(t, "what n1 repeats", effRead(t, dst, id, l.EffectID).RepeatsEffectID, effLink(t, dst, id, "e1").EffectID)
+		})
+	}
+
 	bad := []struct {
 		name string
 		edit func(x map[string]any)
@@ -544,12 +580,6 @@ func TestAttackRerunPlaceRestore(t *testing.T) {
 		}},
 		{"a null branch_id", func(x map[string]any) { callRow(t, x, "p1")["branch_id"] = nil }},
 		{"a null depth", func(x map[string]any) { callRow(t, x, "p1")["depth"] = nil }},
-		{"both null", func(x map[string]any) { callRow(t, x, "p1")["branch_id"], callRow(t, x, "p1")["depth"] = nil, nil }},
-		{"both null on every call", func(x map[string]any) {
-			for _, r := range rows(x, "tool_calls") {
-				r["branch_id"], r["depth"] = nil, nil
-			}
-		}},
 		{"a branch_id that is no uuid", func(x map[string]any) { callRow(t, x, "p1")["branch_id"] = "not-a-uuid" }},
 		{"a branch_id that is a number", func(x map[string]any) { callRow(t, x, "p1")["branch_id"] = json.Number("7") }},
 		{"a branch_id in capitals", func(x map[string]any) {

@@ -348,12 +348,7 @@ func TestImportRepeatAndConflict(t *testing.T) {
 // editExport decodes an export, lets edit change it, and encodes it again.
 func editExport(t testing.TB, doc string, edit func(x map[string]any)) string {
 	t.Helper()
-	var x map[string]any
-	dec := json.NewDecoder(strings.NewReader(doc))
-	dec.UseNumber() // keep numbers as they are spelled
-	if err := dec.Decode(&x); err != nil {
-		t.Fatalf("decoding the export: %v", err)
-	}
+	x := decodeExport(t, doc)
 	edit(x)
 	b, err := json.Marshal(x)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -168,7 +167,7 @@ func TestRestoreTakesEachCallsPlace(t *testing.T) {
 	editMsg(t, src, conv, question, textParts("buy again"))
 	agentRound(t, src, conv, "buy", "c2", 2)
 	doc := exportAs(t, src, "", conv)
-	for _, r := range rows(mustDecode(t, doc), "tool_calls") {
+	for _, r := range rows(decodeExport(t, doc), "tool_calls") {
 		if r["branch_id"] == nil || r["depth"] == nil {
 			t.Fatalf("an exported tool call without its place: %v", r)
 		}
@@ -213,23 +212,11 @@ func TestRestoreTakesEachCallsPlace(t *testing.T) {
 	}
 }
 
-// mustDecode decodes an export document, numbers kept as json.Number.
-func mustDecode(t testing.TB, doc string) map[string]any {
-	t.Helper()
-	d := json.NewDecoder(strings.NewReader(doc))
-	d.UseNumber()
-	var x map[string]any
-	if err := d.Decode(&x); err != nil {
-		t.Fatal(err)
-	}
-	return x
-}
-
 // TestRerunLookupReadsCallsWithoutAPlace: calls without a place (as an
 // upgrade of a distributed database leaves the calls it found: it cannot
 // fill them there) are checked against the path as before: a re-run of
 // them is found, the one it repeats is the latest, and self_check accepts
-// them; a call written after is placed.
+// them; a call written after is placed; their export restores as it is.
 func TestRerunLookupReadsCallsWithoutAPlace(t *testing.T) {
 	db := newDB(t)
 	effRegisterPurchase(t, db, "buy", "tool_call", "1 hour")
@@ -264,4 +251,16 @@ func TestRerunLookupReadsCallsWithoutAPlace(t *testing.T) {
 	requireEqual(t, "calls without a place", queryRow[int64](t, db,
 		`SELECT count(*) FROM convo.tool_effect_calls WHERE branch_id IS NULL`), 2)
 	requireEqual(t, "self_check failures", failingChecks(t, db), "")
+
+	// Its export (null places, as a distributed database exports such
+	// calls) restores as it is.
+	dst := newDB(t)
+	effRegisterPurchase(t, dst, "buy", "tool_call", "1 hour")
+	id, err := importAs(loginAs(t, dst, "convo_admin"), "owner-1", "conversation", exportAs(t, db, "", conv))
+	if err != nil {
+		t.Fatalf("restoring an export that holds calls without a place: %v", err)
+	}
+	requireEqual(t, "restored calls without a place", queryRow[int64](t, dst,
+		`SELECT count(*) FROM convo.tool_effect_calls WHERE conversation_id = $1 AND branch_id IS NULL`, id), 2)
+	requireEqual(t, "self_check failures after the restore", failingChecks(t, dst), "")
 }

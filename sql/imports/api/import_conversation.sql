@@ -138,7 +138,9 @@ BEGIN
         END IF;
         -- A document from before 0048 did not place its tool calls: each is
         -- read at its message's place (branch and depth) as the document's
-        -- messages give it (one pass over each).
+        -- messages give it (one pass over each). A null place is kept: a
+        -- distributed database exports so a call its upgrade could not
+        -- place (rerun_candidate reads such calls as before).
         IF jsonb_typeof(p_export -> 'tool_calls') = 'array' AND jsonb_typeof(p_export -> 'messages') = 'array'
            AND EXISTS (SELECT 1 FROM jsonb_array_elements(p_export -> 'tool_calls') AS c (elem)
                         WHERE jsonb_typeof(c.elem) = 'object' AND NOT (c.elem ? 'branch_id' AND c.elem ? 'depth')) THEN
@@ -303,16 +305,10 @@ BEGIN
                             THEN jsonb_build_object('idempotency_key', coalesce(q.scope_key, 'erased:' || (j.elem ->> 'id')))
                             ELSE '{}' END) r;
 
-        -- A call's place in the tree (branch and depth) is its message's
-        -- where the document's is null (which then does not read back);
-        -- where it has one, ledger_problems below refuses any other.
         INSERT INTO convo.tool_effect_calls
-        SELECT r.* FROM jsonb_array_elements(p_export -> 'tool_calls') j (elem)
-          LEFT JOIN convo.messages m ON m.conversation_id = v_id AND m.id = (j.elem ->> 'message_id')::uuid
-         CROSS JOIN LATERAL jsonb_populate_record(NULL::convo.tool_effect_calls,
-                                                  jsonb_build_object('branch_id', m.branch_id, 'depth', m.depth)
-                                                  || jsonb_strip_nulls(j.elem)
-                                                  || jsonb_build_object('conversation_id', v_id, 'import_id', v_import)) r;
+        SELECT r.* FROM jsonb_array_elements(p_export -> 'tool_calls') j (elem),
+               LATERAL jsonb_populate_record(NULL::convo.tool_effect_calls,
+                                             j.elem || jsonb_build_object('conversation_id', v_id, 'import_id', v_import)) r;
         -- The event log, numbered here from 1 in the document's order.
         INSERT INTO convo.tool_effect_events
             (conversation_id, seq, effect_id, from_state, to_state, actor, evidence, at, source_seq, import_id)

@@ -168,6 +168,13 @@ BEGIN
         (SELECT format('tool_calls: call %s names tool %s version %s, which is not in the export', k.tool_call_id, k.tool_name, k.tool_version)
            FROM k WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.name = k.tool_name AND t.version = k.tool_version) LIMIT 1)
         UNION ALL
+        -- A call's place is a branch and a depth, or neither (a call a
+        -- distributed database's upgrade could not place).
+        (SELECT format('tool_calls: call %s has a %s without a %s', k.tool_call_id,
+                       CASE WHEN k.branch_id IS NULL THEN 'depth' ELSE 'branch_id' END,
+                       CASE WHEN k.branch_id IS NULL THEN 'branch_id' ELSE 'depth' END)
+           FROM k WHERE (k.branch_id IS NULL) <> (k.depth IS NULL) LIMIT 1)
+        UNION ALL
         -- A call links the tool_use part of its message at its ordinal (its
         -- id, and its effect's tool), as self_check's effects_linked requires;
         -- an ordinal counts from 0 (jsonb's -> would count a negative one

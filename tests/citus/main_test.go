@@ -157,18 +157,14 @@ func (c *cluster) newDatabase(t *testing.T) *node {
 	for _, w := range c.workers {
 		// On a busy machine the coordinator's first connection to the
 		// worker's new database may fail (XX000, "failure on connection
-		// marked as essential"); the call rolls back whole: try again, up
-		// to 5 times.
-		for try := 1; ; try++ {
+		// marked as essential"); the call rolls back whole: try again.
+		if err := retrying(5, func(e *pgconn.PgError) bool {
+			return e.Code == "XX000" && strings.Contains(e.Message, "failure on connection")
+		}, func() error {
 			_, err := n.pool.Exec(ctx, `SELECT citus_add_node('127.0.0.1', $1)`, w.Port())
-			if err == nil {
-				break
-			}
-			var pgErr *pgconn.PgError
-			if try == 5 || !errors.As(err, &pgErr) || pgErr.Code != "XX000" || !strings.Contains(pgErr.Message, "failure on connection") {
-				t.Fatalf("adding worker %d (try %d): %v", w.Port(), try, err)
-			}
-			time.Sleep(time.Second)
+			return err
+		}); err != nil {
+			t.Fatalf("adding worker %d: %v", w.Port(), err)
 		}
 	}
 	t.Cleanup(func() {
@@ -185,19 +181,12 @@ func (c *cluster) newDatabase(t *testing.T) *node {
 				continue
 			}
 			// FORCE waits 5 seconds for the sessions it ends to exit; on a
-			// busy machine a node's may take longer (55006): try again, up
-			// to 12 times.
-			for try := 1; ; try++ {
+			// busy machine a node's may take longer (55006): try again.
+			if err := retrying(12, func(e *pgconn.PgError) bool { return e.Code == "55006" }, func() error {
 				_, err := admin.Exec(ctx, `DROP DATABASE `+name+` WITH (FORCE)`)
-				if err == nil {
-					break
-				}
-				var pgErr *pgconn.PgError
-				if try == 12 || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
-					t.Errorf("dropping %s (try %d): %v", name, try, err)
-					break
-				}
-				time.Sleep(time.Second)
+				return err
+			}); err != nil {
+				t.Errorf("dropping %s: %v", name, err)
 			}
 			admin.Close(ctx)
 		}
@@ -219,4 +208,21 @@ func (c *cluster) workerURLs(n *node) []string {
 // errIs reports whether err carries SQLSTATE code.
 func errIs(err error, code string) bool {
 	return pgtest.SQLState(err) == code && !errors.Is(err, context.Canceled)
+}
+
+// retrying runs fn up to tries times, a second apart, while it fails with
+// a PostgreSQL error that again says is worth another try; it returns the
+// last error, naming the try.
+func retrying(tries int, again func(*pgconn.PgError) bool, fn func() error) error {
+	for try := 1; ; try++ {
+		err := fn()
+		var pgErr *pgconn.PgError
+		if err == nil || try == tries || !errors.As(err, &pgErr) || !again(pgErr) {
+			if err != nil {
+				return fmt.Errorf("try %d: %w", try, err)
+			}
+			return nil
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -1107,6 +1107,20 @@ func (w *mWorker) onPath(c *mConv, m *mMsg) bool { return ancestorOrSelf(m, c.he
 
 func (w *mWorker) opEdit(c *mConv) error {
 	orig := w.pickMsg(c, 50, "user")
+	// A root question is one message among many a conversation holds:
+	// edit one now and then, so that a run reaches "edit:root" whatever
+	// its seed (a seed's run of 10,000 operations once never did).
+	if w.chance(5) {
+		var roots []*mMsg
+		for _, m := range c.msgs {
+			if m.parent == nil && m.role == "user" {
+				roots = append(roots, m)
+			}
+		}
+		if len(roots) > 0 {
+			orig = pick(w, roots)
+		}
+	}
 	if orig == nil {
 		return errSkip
 	}

@@ -47,11 +47,12 @@ AS $$
 DECLARE
     v_seen     boolean;
     v_head     uuid;    -- the head at p_at
+    v_live     boolean; -- whether it is the head now: the live-path index is its path
     v_branches uuid[];  -- the segments, root first: each branch
     v_depths   int[];   -- and the deepest of it on the path
     v_forks    jsonb;   -- parent id ('' for the roots) to its children's count by p_at, for parents of more than one
 BEGIN
-    SELECT true, h.head_message_id,
+    SELECT true, h.head_message_id, h.head_message_id = c.head_message_id,
            CASE WHEN h.head_message_id = c.head_message_id THEN
                (SELECT array_agg(l.branch_id ORDER BY l.min_depth) FROM convo.live_path l WHERE l.conversation_id = p_conversation_id) END,
            CASE WHEN h.head_message_id = c.head_message_id THEN
@@ -61,7 +62,7 @@ BEGIN
                       FROM convo.messages f
                      WHERE f.conversation_id = p_conversation_id AND f.sibling_index > 1 AND f.created_at <= p_at
                      GROUP BY f.parent_id) f)
-      INTO v_seen, v_head, v_branches, v_depths, v_forks
+      INTO v_seen, v_head, v_live, v_branches, v_depths, v_forks
       FROM convo.conversations c
       LEFT JOIN LATERAL (SELECT l.head_message_id
                            FROM convo.conversation_head_log l
@@ -78,7 +79,7 @@ BEGIN
     IF v_head IS NULL THEN
         RETURN;
     END IF;
-    IF v_branches IS NULL THEN
+    IF NOT v_live THEN
         SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_branches, v_depths
           FROM convo_private.path_segments(p_conversation_id, v_head) s;
     END IF;

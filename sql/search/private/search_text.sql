@@ -4,8 +4,7 @@
 -- read the same text from the same parts. PL/pgSQL, not SQL: PostgreSQL 15
 -- plans a SQL function's body again at every execution of the statement
 -- that calls it (index_messages' INSERT, once a write), where PL/pgSQL
--- keeps its plan for the session; the search index's part of an append
--- cost about 2.5 times as much.
+-- keeps its plan for the session.
 CREATE OR REPLACE FUNCTION convo_private.search_text(p_parts jsonb)
 RETURNS text
 LANGUAGE plpgsql

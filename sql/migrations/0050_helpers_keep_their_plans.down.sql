@@ -1,4 +1,4 @@
--- 0050_search_helpers_keep_their_plans down: reverses 0050_search_helpers_keep_their_plans.up.sql.
+-- 0050_helpers_keep_their_plans down: reverses 0050_helpers_keep_their_plans.up.sql.
 
 -- Create as the migrating role, never as the owner role convo_owner, which
 -- cannot log in (Citus runs DDL on its workers as the current role). A role
@@ -13,6 +13,23 @@ BEGIN
 END;
 $$;
 
+-- notifies: whether the changes of this transaction are sent as live-update
+-- notifications (pg_notify): the database's switch (set_live_updates, on
+-- until a DBA sets it) and the session's convo.notify (off silences that
+-- session alone). The one test of every place that notifies: log_head_move,
+-- effect_event and notify_receipt, each running as the owner role. A quoted
+-- body: Citus cannot send a SQL-standard one that holds a subquery to its
+-- workers.
+CREATE OR REPLACE FUNCTION convo_private.notifies()
+RETURNS boolean
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT current_setting('convo.notify', true) IS DISTINCT FROM 'off'
+       AND coalesce((SELECT s.live_updates FROM convo_private.settings s), true)
+$$;
+
 -- search_config_in_use: the text search configuration the index is
 -- written and searched with: the database's setting (set_search_config),
 -- 'simple' until a DBA sets one.
@@ -24,18 +41,6 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce((SELECT s.search_config FROM convo_private.settings s), 'simple')::regconfig
 $$;
-
--- search_document: a message's entry in the search index: its text
--- (search_text) under the search configuration, and its owner's lexeme
--- (search_owner).
-CREATE OR REPLACE FUNCTION convo_private.search_document(p_parts jsonb, p_config regconfig, p_owner_id text)
-RETURNS tsvector
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-RETURN to_tsvector(p_config, convo_private.search_text(p_parts))
-       || array_to_tsvector(ARRAY[convo_private.search_owner(p_owner_id)]);
-
-SELECT convo_private.create_triggers();
 
 -- search_text: what search finds in a message: the text of its text parts,
 -- one a line (tool calls, results and attachments are not searched); ''

@@ -264,3 +264,76 @@ func TestRerunLookupReadsCallsWithoutAPlace(t *testing.T) {
 		`SELECT count(*) FROM convo.tool_effect_calls WHERE conversation_id = $1 AND branch_id IS NULL`, id), 2)
 	requireEqual(t, "self_check failures after the restore", failingChecks(t, dst), "")
 }
+
+// messageRowsRead counts the rows of convo.messages that an append of an
+// assistant message calling tool reads (index access only, as
+// lookupRowsRead), in a transaction that is rolled back.
+func messageRowsRead(t *testing.T, db *pgxpool.Pool, conv, tool, id string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, q := range []string{`SET LOCAL enable_seqscan = off`, `SET LOCAL enable_bitmapscan = off`} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const read = `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+	                FROM pg_stat_xact_user_tables WHERE relid = 'convo.messages'::regclass`
+	var before, after int64
+	if err := tx.QueryRow(ctx, read).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT convo.append_message($1, 'assistant', $2)`, conv, effToolUses(effBuy(id, tool, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, read).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	return after - before
+}
+
+// TestNextCallReadsTheSameWhateverTheBranchPointsAbove: a call below the
+// head reads its path's segments from the live-path index, and its message's
+// parent by its key, so its append reads as many message rows below 5 edited
+// questions (20 messages) as below 20 (80). Before, it walked up the tree
+// (two rows a branch point), and, on a generic plan made while the
+// conversation was new, joined every message of it to find the parent: 194
+// and 2,487 rows. A call that starts a branch of its own (a regenerated
+// answer) walks up, and is still decided as a re-run. Counted, not timed.
+func TestNextCallReadsTheSameWhateverTheBranchPointsAbove(t *testing.T) {
+	db := newDB(t)
+	effRegisterPurchase(t, db, "buy", "tool_call", "1 hour")
+	conv := createConversation(t, db, "owner-1", "")
+	read := map[int]int64{}
+	for k := 1; k <= 20; k++ {
+		q := appendMsg(t, db, conv, "user", textParts(fmt.Sprintf("question %d", k)))
+		appendMsg(t, db, conv, "assistant", textParts("an answer"))
+		editMsg(t, db, conv, q, textParts(fmt.Sprintf("question %d, edited", k)))
+		appendMsg(t, db, conv, "assistant", textParts("another answer"))
+		if k == 5 || k == 20 {
+			read[k] = messageRowsRead(t, db, conv, "buy", fmt.Sprintf("probe%d", k))
+		}
+	}
+	t.Logf("message rows an append with a call read: %d below 5 branch points, %d below 20", read[5], read[20])
+	if read[5] == 0 {
+		t.Fatalf("the append read no message row: the count measures nothing")
+	}
+	if read[20] > read[5] {
+		t.Errorf("an append with a call below 20 branch points read %d message rows, below 5 %d: it grows with the branch points above",
+			read[20], read[5])
+	}
+	first := agentRound(t, db, conv, "buy", "c1", 7)
+	requireEqual(t, "a call below the head", effLink(t, db, conv, "c1").Decision, "execute")
+	regenerateMsg(t, db, conv, first, effToolUses(effBuy("c1b", "buy", 7)))
+	requireEqual(t, "the regenerated answer's call, on a branch of its own", effLink(t, db, conv, "c1b").Decision, "confirm")
+	appendMsg(t, db, conv, "user", effToolResults("c1b"))
+	// The turn's next call, below the head on the regenerated branch, reads
+	// its path from the index: c1, at the same fork point and off that
+	// path, is still a re-run's candidate.
+	agentRound(t, db, conv, "buy", "c2", 8)
+	requireEqual(t, "the next call on the regenerated branch", effLink(t, db, conv, "c2").Decision, "confirm")
+}

@@ -77,9 +77,23 @@ BEGIN
         ELSE
             -- A call on this message's path (an earlier call of the same
             -- agent turn) is no re-run: the path's segments are read once and
-            -- the calls off them found by their place (rerun_candidate).
-            SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_seg_branches, v_seg_depths
-              FROM convo_private.path_segments(p_conversation_id, p_message_id) s;
+            -- the calls off them found by their place (rerun_candidate). A
+            -- message whose parent is on the live path (an agent turn's next
+            -- call, below the head) continues a segment of the live-path
+            -- index: its path is the segments above that one, and that one
+            -- down to the message, one range read; any other is walked up
+            -- the tree (path_segments).
+            SELECT array_agg(l.branch_id), array_agg(CASE WHEN l.branch_id = p_branch_id THEN p_depth ELSE l.max_depth END)
+              INTO v_seg_branches, v_seg_depths
+              FROM convo.live_path l
+             WHERE l.conversation_id = p_conversation_id
+               AND l.min_depth <= (SELECT b.min_depth FROM convo.live_path b
+                                    WHERE b.conversation_id = p_conversation_id AND b.branch_id = p_branch_id
+                                      AND p_depth - 1 BETWEEN b.min_depth AND b.max_depth);
+            IF v_seg_branches IS NULL THEN
+                SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_seg_branches, v_seg_depths
+                  FROM convo_private.path_segments(p_conversation_id, p_message_id) s;
+            END IF;
             v_repeats := convo_private.rerun_candidate(p_conversation_id, v_fork, p_tool_name,
                                                        v_seg_branches, v_seg_depths);
             v_decision := CASE WHEN v_repeats IS NULL THEN 'execute' ELSE 'confirm' END;

@@ -103,8 +103,12 @@ BEGIN
                        row_number() OVER (PARTITION BY n.parent_id ORDER BY n.i) AS rank
                   FROM unnest(v_ids, v_parents) WITH ORDINALITY AS n (id, parent_id, i)
                   LEFT JOIN unnest(v_ids) WITH ORDINALITY AS b (id, i) ON b.id = n.parent_id AND b.i < n.i
-                  LEFT JOIN convo.messages p
-                         ON b.i IS NULL AND p.conversation_id = p_conversation_id AND p.id = n.parent_id) x;
+                  -- A key lookup whatever the plan: a generic plan made on
+                  -- a conversation's first messages joined every message of
+                  -- the conversation by hash, at every write of the session.
+                  LEFT JOIN LATERAL (SELECT p.id, p.depth, p.branch_id FROM convo.messages p
+                                      WHERE b.i IS NULL AND p.conversation_id = p_conversation_id AND p.id = n.parent_id
+                                      LIMIT 1) p ON true) x;
         IF v_missing IS NOT NULL THEN
             PERFORM convo_private.raise_not_found('message', v_parents[v_missing]::text, p_conversation_id,
                 convo_private.other_conversation(p_conversation_id, 'convo.messages', 'id', v_parents[v_missing]::text));

@@ -1,4 +1,4 @@
--- 0051_call_path_from_the_live_path: a tool call whose message continues a segment of the live path (an agent turn's next call, below the head) reads its path's segments from the live-path index instead of walking up the tree; write_messages reads each parent by its key whatever the plan (a generic plan made on a new conversation joined all its messages); json_path and effect_money, which every effectful call runs, are PL/pgSQL, whose plans are kept for the session.
+-- 0051_call_path_from_the_live_path: a tool call whose message continues a segment of the live path (an agent turn's next call, below the head) reads its path's segments from the live-path index, when they join up from the root, instead of walking up the tree; write_messages reads each parent by its key whatever the plan (a generic plan made on a new conversation joined all its messages); json_path and effect_money, which every effectful call runs, are PL/pgSQL, whose plans are kept for the session.
 
 -- Create as the migrating role, never as the owner role convo_owner, which
 -- cannot log in (Citus runs DDL on its workers as the current role). A role
@@ -106,6 +106,7 @@ DECLARE
     v_repeats   uuid;
     v_seg_branches uuid[]; -- the segments of this message's path: each branch
     v_seg_depths   int[];  -- and the deepest of it on the path
+    v_seg_joined   boolean; -- whether the live-path index's segments join up
     v_decision  text;
     v_money     record;
     v_id        uuid := gen_random_uuid();
@@ -140,16 +141,21 @@ BEGIN
             -- message whose parent is on the live path (an agent turn's next
             -- call, below the head) continues a segment of the live-path
             -- index: its path is the segments above that one, and that one
-            -- down to the message, one range read; any other is walked up
-            -- the tree (path_segments).
-            SELECT array_agg(l.branch_id), array_agg(CASE WHEN l.branch_id = p_branch_id THEN p_depth ELSE l.max_depth END)
-              INTO v_seg_branches, v_seg_depths
-              FROM convo.live_path l
-             WHERE l.conversation_id = p_conversation_id
-               AND l.min_depth <= (SELECT b.min_depth FROM convo.live_path b
-                                    WHERE b.conversation_id = p_conversation_id AND b.branch_id = p_branch_id
-                                      AND p_depth - 1 BETWEEN b.min_depth AND b.max_depth);
-            IF v_seg_branches IS NULL THEN
+            -- down to the message, one range read, taken only if they join
+            -- up from the root (each starts below the one before: an index
+            -- damaged past its guards is not trusted to decide); any other
+            -- is walked up the tree (path_segments).
+            SELECT array_agg(s.branch_id), array_agg(s.max_depth), bool_and(s.joins)
+              INTO v_seg_branches, v_seg_depths, v_seg_joined
+              FROM (SELECT l.branch_id, CASE WHEN l.branch_id = p_branch_id THEN p_depth ELSE l.max_depth END AS max_depth,
+                           l.min_depth = coalesce(lag(l.max_depth) OVER (ORDER BY l.min_depth) + 1, 0) AS joins
+                      FROM convo.live_path l
+                     WHERE l.conversation_id = p_conversation_id
+                       AND l.min_depth <= (SELECT b.min_depth FROM convo.live_path b
+                                            WHERE b.conversation_id = p_conversation_id AND b.branch_id = p_branch_id
+                                              AND p_depth - 1 BETWEEN b.min_depth AND b.max_depth
+                                            LIMIT 1)) s;
+            IF v_seg_branches IS NULL OR NOT v_seg_joined THEN
                 SELECT array_agg(s.branch_id), array_agg(s.max_depth) INTO v_seg_branches, v_seg_depths
                   FROM convo_private.path_segments(p_conversation_id, p_message_id) s;
             END IF;

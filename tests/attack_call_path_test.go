@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"fmt"
-	"math/rand"
 	"strings"
 	"testing"
 
@@ -143,16 +142,8 @@ func TestAttackCallPathOracle(t *testing.T) {
 	served := int64(0)
 	for seed := 101; seed <= 124; seed++ {
 		t.Run(fmt.Sprintf("seed%03d", seed), func(t *testing.T) {
-			o := &oracleConv{t: t, db: db, seed: seed, rng: rand.New(rand.NewSource(int64(seed))),
-				msgs: map[string]*oMsg{}, keys: map[string]string{}}
-			system := ""
-			if seed%2 == 0 {
-				system = "You buy things."
-			}
-			o.conv = createConversation(t, db, "owner-oracle", system)
-			if h := o.head(); h != "" {
-				o.added(h, "", "system", false, nil)
-			} else if seed%4 == 1 {
+			o := newOracleConv(t, db, seed)
+			if seed%4 == 1 {
 				// Calls on the first message (depth 0).
 				parts := o.newParts(2)
 				id := appendMsg(t, db, o.conv, "assistant", partsJSON(parts))

@@ -368,6 +368,23 @@ func (o *oracleConv) step() {
 	}
 }
 
+// newOracleConv is seed's conversation for the oracle: a system message
+// on every other seed, recorded as the tree's root.
+func newOracleConv(t *testing.T, db *pgxpool.Pool, seed int) *oracleConv {
+	t.Helper()
+	o := &oracleConv{t: t, db: db, seed: seed, rng: rand.New(rand.NewSource(int64(seed))),
+		msgs: map[string]*oMsg{}, keys: map[string]string{}}
+	system := ""
+	if seed%2 == 0 {
+		system = "You buy things."
+	}
+	o.conv = createConversation(t, db, "owner-oracle", system)
+	if h := o.head(); h != "" {
+		o.added(h, "", "system", false, nil)
+	}
+	return o
+}
+
 // TestAttackRerunPlaceOracle: over random trees built by the API (appends,
 // agent loops with results, regenerations, edits, head moves, answers of
 // generations under any message; tools of each scope, rejected calls,
@@ -387,16 +404,7 @@ func TestAttackRerunPlaceOracle(t *testing.T) {
 	steps := 45
 	for seed := 1; seed <= 30; seed++ {
 		t.Run(fmt.Sprintf("seed%02d", seed), func(t *testing.T) {
-			o := &oracleConv{t: t, db: db, seed: seed, rng: rand.New(rand.NewSource(int64(seed))),
-				msgs: map[string]*oMsg{}, keys: map[string]string{}}
-			system := ""
-			if seed%2 == 0 {
-				system = "You buy things."
-			}
-			o.conv = createConversation(t, db, "owner-oracle", system)
-			if h := o.head(); h != "" {
-				o.added(h, "", "system", false, nil)
-			}
+			o := newOracleConv(t, db, seed)
 			for i := 0; i < steps; i++ {
 				o.step()
 			}

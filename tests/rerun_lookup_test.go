@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -80,13 +81,11 @@ func TestRerunLookupFindsCallsOffThePath(t *testing.T) {
 	requireEqual(t, "self_check failures", len(failingChecks(t, db)), 0)
 }
 
-// lookupRowsRead is how many rows of convo.tool_effect_calls the re-run
-// lookup reads for a next call of tool at the head of conv, whose calls are
-// at the conversation's own fork point. It runs with index access only (as
+// rowsRead is how many rows of table run reads, with index access only (as
 // on tables too large to read whole, so the planner's choices for the small
 // tables of a test do not count), counted by the statistics of its own
-// transaction.
-func lookupRowsRead(t *testing.T, db *pgxpool.Pool, conv, tool string) int64 {
+// transaction, which is rolled back.
+func rowsRead(t *testing.T, db *pgxpool.Pool, table string, run func(ctx context.Context, tx pgx.Tx)) int64 {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.Begin(ctx)
@@ -100,25 +99,35 @@ func lookupRowsRead(t *testing.T, db *pgxpool.Pool, conv, tool string) int64 {
 		}
 	}
 	const read = `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
-	                FROM pg_stat_xact_user_tables WHERE relid = 'convo.tool_effect_calls'::regclass`
+	                FROM pg_stat_xact_user_tables WHERE relid = $1::regclass`
 	var before, after int64
-	var found *string
-	if err := tx.QueryRow(ctx, read).Scan(&before); err != nil {
+	if err := tx.QueryRow(ctx, read, table).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.QueryRow(ctx, `
-		SELECT convo_private.rerun_candidate($1, NULL, $2, array_agg(s.branch_id), array_agg(s.max_depth))::text
-		  FROM convo_private.path_segments($1, (SELECT head_message_id FROM convo.conversations WHERE id = $1)) s`,
-		conv, tool).Scan(&found); err != nil {
+	run(ctx, tx)
+	if err := tx.QueryRow(ctx, read, table).Scan(&after); err != nil {
 		t.Fatal(err)
-	}
-	if err := tx.QueryRow(ctx, read).Scan(&after); err != nil {
-		t.Fatal(err)
-	}
-	if found == nil {
-		t.Fatalf("the re-run lookup found no candidate, where the first call, regenerated, is one")
 	}
 	return after - before
+}
+
+// lookupRowsRead is how many rows of convo.tool_effect_calls the re-run
+// lookup reads for a next call of tool at the head of conv, whose calls are
+// at the conversation's own fork point (rowsRead).
+func lookupRowsRead(t *testing.T, db *pgxpool.Pool, conv, tool string) int64 {
+	t.Helper()
+	return rowsRead(t, db, "convo.tool_effect_calls", func(ctx context.Context, tx pgx.Tx) {
+		var found *string
+		if err := tx.QueryRow(ctx, `
+			SELECT convo_private.rerun_candidate($1, NULL, $2, array_agg(s.branch_id), array_agg(s.max_depth))::text
+			  FROM convo_private.path_segments($1, (SELECT head_message_id FROM convo.conversations WHERE id = $1)) s`,
+			conv, tool).Scan(&found); err != nil {
+			t.Fatal(err)
+		}
+		if found == nil {
+			t.Fatalf("the re-run lookup found no candidate, where the first call, regenerated, is one")
+		}
+	})
 }
 
 // TestRerunLookupReadsTheSameWhateverTheTurnsLength: the re-run lookup for
@@ -266,34 +275,14 @@ func TestRerunLookupReadsCallsWithoutAPlace(t *testing.T) {
 }
 
 // messageRowsRead counts the rows of convo.messages that an append of an
-// assistant message calling tool reads (index access only, as
-// lookupRowsRead), in a transaction that is rolled back.
+// assistant message calling tool reads (rowsRead).
 func messageRowsRead(t *testing.T, db *pgxpool.Pool, conv, tool, id string) int64 {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	for _, q := range []string{`SET LOCAL enable_seqscan = off`, `SET LOCAL enable_bitmapscan = off`} {
-		if _, err := tx.Exec(ctx, q); err != nil {
+	return rowsRead(t, db, "convo.messages", func(ctx context.Context, tx pgx.Tx) {
+		if _, err := tx.Exec(ctx, `SELECT convo.append_message($1, 'assistant', $2)`, conv, effToolUses(effBuy(id, tool, 1))); err != nil {
 			t.Fatal(err)
 		}
-	}
-	const read = `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
-	                FROM pg_stat_xact_user_tables WHERE relid = 'convo.messages'::regclass`
-	var before, after int64
-	if err := tx.QueryRow(ctx, read).Scan(&before); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT convo.append_message($1, 'assistant', $2)`, conv, effToolUses(effBuy(id, tool, 1))); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.QueryRow(ctx, read).Scan(&after); err != nil {
-		t.Fatal(err)
-	}
-	return after - before
+	})
 }
 
 // TestNextCallReadsTheSameWhateverTheBranchPointsAbove: a call below the

@@ -18,6 +18,9 @@ $$;
 -- an integer that fits a bigint, the currency argument when it is a
 -- three-letter upper-case code; NULL otherwise. The one rule: record_tool_call
 -- writes by it and ledger_problems checks stored effects against it.
+-- (Its text before 0051, with a quoted body: on a distributed database
+-- Citus sends this CREATE to its workers, and cannot send a BEGIN ATOMIC
+-- body.)
 CREATE OR REPLACE FUNCTION convo_private.effect_money(
     p_input        jsonb,
     p_amount_arg   text,
@@ -26,13 +29,13 @@ CREATE OR REPLACE FUNCTION convo_private.effect_money(
     OUT currency     text)
 LANGUAGE sql
 IMMUTABLE
-BEGIN ATOMIC
+AS $$
     SELECT CASE WHEN jsonb_typeof(p_input -> p_amount_arg) = 'number'
                  AND (p_input ->> p_amount_arg)::numeric = trunc((p_input ->> p_amount_arg)::numeric)
                  AND abs((p_input ->> p_amount_arg)::numeric) < 9e18
                 THEN (p_input ->> p_amount_arg)::numeric::bigint END,
-           CASE WHEN p_input ->> p_currency_arg ~ '^[A-Z]{3}$' THEN p_input ->> p_currency_arg END;
-END;
+           CASE WHEN p_input ->> p_currency_arg ~ '^[A-Z]{3}$' THEN p_input ->> p_currency_arg END
+$$;
 
 -- json_path: the JSON path of an object member, as validation errors name
 -- it: $.amount_minor, $["odd key"] (elements are written $.items[2]).

@@ -126,8 +126,8 @@ func run(args []string) error {
 	if err := os.WriteFile(*out, []byte(report), 0o644); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
-	fmt.Printf("\n%s\n%s\n%s\n%s\n%s\nwrote %s and %s; %.0f s in all\n",
-		res.Setup(), res.Table(), res.GoalsTable(), res.ChartTable(), res.GrowthTable(), *out, svgPath, res.Elapsed.Seconds())
+	fmt.Printf("\n%s\n%s\n%s\nWhat each piece costs (in-server, one removed at a time):\n%s\n\n%s\n%s\nwrote %s and %s; %.0f s in all\n",
+		res.Setup(), res.Table(), res.GoalsTable(), res.FloorTable(), res.ChartTable(), res.GrowthTable(), *out, svgPath, res.Elapsed.Seconds())
 	if note := res.Comparable(); note != "" {
 		fmt.Print(strings.ReplaceAll(note, "**", ""))
 	}

@@ -88,7 +88,12 @@ type Result struct {
 	Chart     []Point
 	Growth    []Growth
 	Calls     []CallCount
-	Elapsed   time.Duration
+	// Floor is the ablation (floor.sql): the writes and the path read with
+	// one piece removed at a time.
+	Floor []FloorCost
+	// Bytes is the bytes row relation by relation.
+	Bytes   []RelationBytes
+	Elapsed time.Duration
 }
 
 type run struct {
@@ -167,6 +172,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if res.Bytes, err = r.relationBytes(ctx); err != nil {
+		return nil, err
+	}
 
 	r.logf("function calls per API call")
 	if res.Calls, err = r.callCounts(ctx, writes[0]); err != nil {
@@ -203,18 +211,25 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		targets[c.id] = id
 	}
 	sizes := map[string]int{"linear": len(linear), "edited": len(edited), "writes": len(writes)}
+	if err := r.savePicks(ctx, map[string][]conversation{"linear": linear, "edited": edited, "writes": writes}, targets); err != nil {
+		return nil, err
+	}
 	if pgbenchPath() == "" {
 		res.NoPgbench = "no pgbench beside the server binaries (Debian's postgresql-15 package has it): the application's transaction shape was not measured"
 		r.logf("%s", res.NoPgbench)
 	} else {
-		if err := r.savePicks(ctx, map[string][]conversation{"linear": linear, "edited": edited, "writes": writes}, targets); err != nil {
-			return nil, err
-		}
 		r.logf("reads in the application's transaction shape (pgbench -M prepared, fsync off)")
 		if rows, err = r.shaped(ctx, sizes, false); err != nil {
 			return nil, err
 		}
 		res.Shaped = append(res.Shaped, rows...)
+	}
+	// Before the writes, which grow the paths the reads read; everything
+	// the ablation writes is rolled back.
+	rounds := min(max(cfg.Iterations/30, 1), 10)
+	r.logf("what each piece costs: %d rounds of %d calls a piece, in-server", rounds, len(writes))
+	if res.Floor, err = r.floorCosts(ctx, rounds, len(writes)); err != nil {
+		return nil, err
 	}
 	r.logf("writes on %d conversations", len(writes))
 	if rows, err = r.writes(ctx, writes, targets); err != nil {

@@ -51,8 +51,34 @@ func TestRunTiny(t *testing.T) {
 	if res.Messages < int64(cfg.Conversations*cfg.Length) {
 		t.Errorf("%d messages loaded, want at least %d", res.Messages, cfg.Conversations*cfg.Length)
 	}
-	if len(res.Rows) != 11 {
-		t.Errorf("%d rows, want one per workload of BENCHMARKS.md's table (8), 16 clients with convo.notify off and the sidebar's two pages", len(res.Rows))
+	if len(res.Rows) != 12 {
+		t.Errorf("%d rows, want one per workload of BENCHMARKS.md's table (8), 16 clients with convo.notify off, the sidebar's two pages and the wide flat list", len(res.Rows))
+	}
+	// The ablation: every piece of floor.sql timed (a piece whose statement
+	// no longer fits its function fails the run), four workloads.
+	workloads := map[string]int{}
+	for _, f := range res.Floor {
+		workloads[f.Workload]++
+		if !(f.Micros > 0) {
+			t.Errorf("ablation row %+v, want a positive median", f)
+		}
+	}
+	var sum, total float64
+	seen := map[string]bool{}
+	for _, b := range res.Bytes {
+		sum += b.PerMessage
+		seen[b.Relation] = true
+	}
+	for _, row := range res.Rows {
+		if row.Key == "bytes" {
+			total = row.A
+		}
+	}
+	if !seen["convo.messages"] || !seen["convo.messages_pkey"] || sum > total+0.5 || sum < total/2 {
+		t.Errorf("bytes by relation %+v (sum %.0f), want the messages' table and key among them, summing to at most the bytes row's %.0f", res.Bytes, sum, total)
+	}
+	if len(workloads) != 4 || workloads["append"] != 15 || workloads["edit_and_resend"] != 15 || workloads["path, edited"] != 7 {
+		t.Errorf("ablation rows by workload %v, want append and edit_and_resend 15 each, the two path reads 7 each", workloads)
 	}
 	if len(res.Calls) != 4 {
 		t.Errorf("%d call counts, want 4 (append, edit, tool turn, import)", len(res.Calls))
@@ -98,7 +124,7 @@ func TestRunTiny(t *testing.T) {
 
 	md := res.Markdown("go run ./cmd/bench", "chart.svg")
 	for _, want := range []string{"| workload | pgconvo | baseline | ratio | goal |", "`edit_and_resend`",
-		"bytes per message", "## Every goal, both ways", "![path latency against depth](chart.svg)", "| 4N / N | goal |"} {
+		"bytes per message", "## Every goal, both ways", "## What each piece costs", "| the search index |", "| `convo.messages_pkey` |", "![path latency against depth](chart.svg)", "| 4N / N | goal |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
 		}

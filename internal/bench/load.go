@@ -118,7 +118,8 @@ func loadBatch(ctx context.Context, db *pgxpool.Pool, convs []conversation, leng
 	return err
 }
 
-// copyToBaselines copies each conversation's live path into bench.flat,
+// copyToBaselines copies each conversation's live path into bench.flat
+// and bench.flat_wide,
 // and, for the conversations in writes, the whole tree and head log into
 // the write baseline's tables, so both sides of a write start alike.
 func (r *run) copyToBaselines(ctx context.Context, convs, writes []conversation) error {
@@ -135,6 +136,11 @@ func (r *run) copyToBaselines(ctx context.Context, convs, writes []conversation)
 	}{
 		{`INSERT INTO bench.flat (conversation_id, seq, role, parts, created_at)
 		  SELECT c.id, p.depth, p.role, p.parts, p.created_at
+		    FROM unnest($1::uuid[]) AS c(id), LATERAL convo.path(c.id) p`, ids(convs)},
+		{`INSERT INTO bench.flat_wide (conversation_id, seq, message_id, parent_id, role, parts, branch_reason, created_at,
+		                               sibling_index, sibling_count, incomplete)
+		  SELECT c.id, p.depth, p.message_id, p.parent_id, p.role, p.parts, p.branch_reason, p.created_at,
+		         p.sibling_index, p.sibling_count, p.incomplete
 		    FROM unnest($1::uuid[]) AS c(id), LATERAL convo.path(c.id) p`, ids(convs)},
 		{`INSERT INTO bench.conversations (id, owner_id, head_message_id, created_at)
 		  SELECT id, owner_id, head_message_id, created_at FROM convo.conversations WHERE id = ANY($1::uuid[])`, ids(writes)},

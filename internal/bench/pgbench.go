@@ -111,6 +111,7 @@ COMMIT;
 	return []shapedPair{
 		{key: "path-linear", a: read("linear", l, path), b: read("linear", l, flat)},
 		{key: "path-edited", a: read("edited", e, path), b: read("edited", e, flat)},
+		{key: "flat-wide", a: read("linear", l, strings.ReplaceAll(wideRead, "$1", ":c")), b: read("linear", l, flat)},
 		{key: "path_at", a: read("edited", e, `SELECT * FROM convo.path_at(:c, now())`), b: read("edited", e, path)},
 		{key: "edit", a: write(editAPI), b: write(editBase), write: true},
 		{key: "append", a: write(appendAPI), b: write(appendBase), write: true},

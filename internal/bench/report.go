@@ -176,6 +176,16 @@ func num(n float64) string {
 	return strconv.FormatFloat(n, 'f', -1, 64)
 }
 
+// BytesTable is the bytes per message relation by relation, in Markdown.
+func (res *Result) BytesTable() string {
+	var b strings.Builder
+	b.WriteString("| relation | bytes per message |\n|---|---|\n")
+	for _, r := range res.Bytes {
+		fmt.Fprintf(&b, "| `%s` | %.0f |\n", r.Relation, r.PerMessage)
+	}
+	return b.String()
+}
+
 // ChartTable is the chart's numbers in Markdown.
 func (res *Result) ChartTable() string {
 	var b strings.Builder
@@ -212,6 +222,10 @@ func (res *Result) Markdown(command, chartFile string) string {
 	b.WriteString(res.Table())
 	b.WriteString("\n## Every goal, both ways\n\nThe same workloads in the application's transaction shape too: BEGIN, the owner set for the transaction (in one statement that also picks the conversation by number, on both sides), the call, COMMIT, sent by `pgbench -M prepared` as the login member of convo_app with fsync, synchronous_commit and full_page_writes off (for these rows only), so that what the database does is not diluted by the disk's flush and the driver's round trips. Each side runs the same count of transactions a client, alternating, in as many rounds as the throughput phases; a ratio is of the medians of every transaction's latency a side, from pgbench's per-transaction logs (many clients: of the rounds' throughputs, the baseline's over pgconvo's).\n\n")
 	b.WriteString(res.GoalsTable())
+	b.WriteString("\n## What each piece costs\n\nEach write and path read timed in-server, as the login member of convo_app with the owner set, with one piece removed at a time (a function recreated without a statement, a constraint or an index dropped, a setting), inside a subtransaction that is rolled back; every piece in every round, in a rotated order. A piece's cost is pgconvo's median less the median without it; 'everything' removes every piece at once; 'bare' is the baseline's statement (the flat list's rows made text as they would be sent). The internal/bench/floor.sql file lists each piece's statements.\n")
+	b.WriteString(res.FloorTable())
+	b.WriteString("\n## Bytes per message, relation by relation\n\nThe bytes row's sum: each table, index and TOAST table of pgconvo's of a byte a message or more, over the messages stored.\n\n")
+	b.WriteString(res.BytesTable())
 	b.WriteString("\n## Function calls per API call\n\nCounted by PostgreSQL (`track_functions = all`, `pg_stat_xact_user_functions`) in one transaction each, as the application's role: every PL/pgSQL or SQL function of pgconvo's that runs, the API function, its helpers and every trigger function, once per call.\n\n")
 	b.WriteString(res.CallTable())
 	fmt.Fprintf(&b, "\n## `path` against depth\n\n![path latency against depth](%s)\n\n", chartFile)

@@ -6,7 +6,9 @@ package bench
 //
 //   - bench.flat: a conversation as a flat (conversation_id, seq) list, the
 //     read baseline of path, holding a copy of each loaded conversation's
-//     live path;
+//     live path; bench.flat_wide, the same list with the ten columns path
+//     answers (the contract's), so that what those columns cost the read is
+//     measured apart from what the tree costs;
 //   - bench.conversations, bench.messages and bench.head_log: a tree with a
 //     head pointer and a head log, the write baseline of append_message and
 //     edit_and_resend, each write one statement (appendFloor, editFloor);
@@ -21,6 +23,21 @@ CREATE TABLE bench.flat (
     role            text        NOT NULL,
     parts           jsonb       NOT NULL,
     created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (conversation_id, seq)
+);
+
+CREATE TABLE bench.flat_wide (
+    conversation_id uuid        NOT NULL,
+    seq             int         NOT NULL,
+    message_id      uuid        NOT NULL,
+    parent_id       uuid,
+    role            text        NOT NULL,
+    parts           jsonb       NOT NULL,
+    branch_reason   text,
+    created_at      timestamptz NOT NULL,
+    sibling_index   int         NOT NULL,
+    sibling_count   int         NOT NULL,
+    incomplete      boolean     NOT NULL,
     PRIMARY KEY (conversation_id, seq)
 );
 
@@ -178,3 +195,7 @@ SELECT m.conversation_id, m.id, c.head_message_id, 'user_edit' FROM m, c`
 
 // flatRead is path's baseline: the flat list of one conversation, in order.
 const flatRead = `SELECT seq, role, parts, created_at FROM bench.flat WHERE conversation_id = $1 ORDER BY seq`
+
+// wideRead is the flat list with path's ten columns, in path's order.
+const wideRead = `SELECT seq AS depth, message_id, parent_id, role, parts, branch_reason, created_at, sibling_index,
+       sibling_count, incomplete FROM bench.flat_wide WHERE conversation_id = $1 ORDER BY seq`

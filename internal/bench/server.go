@@ -84,7 +84,7 @@ func (e *env) setUp(ctx context.Context) error {
 		// Trust authentication on loopback: the role needs no password.
 		`CREATE ROLE ` + appRole + ` LOGIN IN ROLE convo_app`,
 		`GRANT USAGE ON SCHEMA bench TO ` + appRole,
-		`GRANT SELECT ON bench.flat TO ` + appRole,
+		`GRANT SELECT ON bench.flat, bench.flat_wide TO ` + appRole,
 		`GRANT SELECT, INSERT, UPDATE ON bench.conversations, bench.messages, bench.head_log TO ` + appRole,
 	} {
 		if _, err := e.admin.Exec(ctx, stmt); err != nil {

@@ -33,6 +33,7 @@ type goal struct{ name, baseline, goal string }
 var goals = map[string]goal{
 	"path-linear":       {"`path`, never edited", "a flat `(conversation_id, seq)` list of the same rows", "1.2x"},
 	"path-edited":       {"`path`, an edit every 10 turns", "the same flat list", "1.3x"},
+	"flat-wide":         {"the flat list with `path`'s ten columns (never-edited conversations)", "the flat list of four (seq, role, parts, created_at)", ""},
 	"path_at":           {"`path_at` at the latest instant (edited conversations)", "`path`", "1.3x"},
 	"edit":              {"`edit_and_resend`", "minimal SQL: lock, insert the sibling, move the head, log it; one statement", "2x"},
 	"append":            {"`append_message`", "minimal SQL: lock, insert the child, move the head, log it; one statement", "2x"},
@@ -43,7 +44,7 @@ var goals = map[string]goal{
 }
 
 // goalOrder is the order the both-ways table prints them in.
-var goalOrder = []string{"path-linear", "path-edited", "path_at", "edit", "append", "append-many", "append-many-quiet", "agent", "bytes"}
+var goalOrder = []string{"path-linear", "path-edited", "flat-wide", "path_at", "edit", "append", "append-many", "append-many-quiet", "agent", "bytes"}
 
 // spread picks the conversation of a client's iteration from set, spread
 // over the whole set and differing between clients.
@@ -89,7 +90,9 @@ func latencyRow(name, baseline string, s sides, goal string) Row {
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // reads times path on never-edited and on edited conversations against
-// the flat list, and path_at at the latest instant against path.
+// the flat list, the flat list with path's ten columns against the flat
+// list of four (what the contract's columns cost any store), and path_at
+// at the latest instant against path.
 func (r *run) reads(ctx context.Context, linear, edited []conversation) ([]Row, error) {
 	const path = `SELECT * FROM convo.path($1)`
 	var rows []Row
@@ -102,6 +105,7 @@ func (r *run) reads(ctx context.Context, linear, edited []conversation) ([]Row, 
 			linear, path, flatRead},
 		{"path-edited", fmt.Sprintf("`path`, depth %d, an edit every 10 turns", r.cfg.Length), "the same flat list",
 			edited, path, flatRead},
+		{"flat-wide", goals["flat-wide"].name, goals["flat-wide"].baseline, linear, wideRead, flatRead},
 		{"path_at", "`path_at` at the latest instant (edited conversations)", "`path`",
 			edited, `SELECT * FROM convo.path_at($1, now())`, path},
 	} {
@@ -325,4 +329,38 @@ func (r *run) bytesRow(ctx context.Context) (Row, error) {
 	row := Row{Key: "bytes", Workload: g.name, Baseline: g.baseline, A: a, B: b, Unit: "bytes", Ratio: a / b, Samples: 1, Goal: g.goal}
 	r.logRow(row)
 	return row, nil
+}
+
+// RelationBytes is one relation's bytes over the messages stored.
+type RelationBytes struct {
+	Relation   string
+	PerMessage float64
+}
+
+// relationBytes is bytesRow's sum relation by relation (each table, index
+// and TOAST table of convo and convo_private), those of a byte a message
+// or more, largest first.
+func (r *run) relationBytes(ctx context.Context) ([]RelationBytes, error) {
+	rows, err := r.env.admin.Query(ctx, `
+		SELECT coalesce(t.relnamespace::regnamespace || '.' || t.relname || ' (TOAST)', c.oid::regclass::text),
+		       pg_relation_size(c.oid) / (SELECT count(*) FROM convo.messages)::float8 AS per_message
+		  FROM pg_class c
+		  LEFT JOIN pg_class t ON t.reltoastrelid = c.oid
+		 WHERE coalesce(t.relnamespace, c.relnamespace) IN ('convo'::regnamespace, 'convo_private'::regnamespace)
+		   AND c.relkind IN ('r', 'i', 't', 'm', 'p')
+		   AND pg_relation_size(c.oid) >= (SELECT count(*) FROM convo.messages)
+		 ORDER BY 2 DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("measuring each relation's bytes: %w", err)
+	}
+	defer rows.Close()
+	var out []RelationBytes
+	for rows.Next() {
+		var b RelationBytes
+		if err := rows.Scan(&b.Relation, &b.PerMessage); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
 }

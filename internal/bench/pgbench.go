@@ -75,6 +75,7 @@ func shapedScripts(sizes map[string]int, clients int) []shapedPair {
 	}
 	const path = `SELECT * FROM convo.path(:c)`
 	const flat = `SELECT seq, role, parts, created_at FROM bench.flat WHERE conversation_id = :c ORDER BY seq`
+	wide := strings.ReplaceAll(wideRead, "$1", ":c")
 	appendAPI := `SELECT convo.append_message(:c, 'user', ` + shapedText + `)`
 	appendBase := strings.NewReplacer("$1", ":c", "$2", "'user'", "$3", shapedText).Replace(appendFloor)
 	editAPI := `SELECT convo.edit_and_resend(:c, :t, ` + shapedText + `)`
@@ -111,7 +112,9 @@ COMMIT;
 	return []shapedPair{
 		{key: "path-linear", a: read("linear", l, path), b: read("linear", l, flat)},
 		{key: "path-edited", a: read("edited", e, path), b: read("edited", e, flat)},
-		{key: "flat-wide", a: read("linear", l, strings.ReplaceAll(wideRead, "$1", ":c")), b: read("linear", l, flat)},
+		{key: "flat-wide", a: read("linear", l, wide), b: read("linear", l, flat)},
+		{key: "path-linear-wide", a: read("linear", l, path), b: read("linear", l, wide)},
+		{key: "path-edited-wide", a: read("edited", e, path), b: read("edited", e, wide)},
 		{key: "path_at", a: read("edited", e, `SELECT * FROM convo.path_at(:c, now())`), b: read("edited", e, path)},
 		{key: "edit", a: write(editAPI), b: write(editBase), write: true},
 		{key: "append", a: write(appendAPI), b: write(appendBase), write: true},

@@ -33,6 +33,8 @@ type goal struct{ name, baseline, goal string }
 var goals = map[string]goal{
 	"path-linear":       {"`path`, never edited", "a flat `(conversation_id, seq)` list of the same rows", "1.2x"},
 	"path-edited":       {"`path`, an edit every 10 turns", "the same flat list", "1.3x"},
+	"path-linear-wide":  {"`path`, never edited", "the flat list with `path`'s ten columns", "1.2x"},
+	"path-edited-wide":  {"`path`, an edit every 10 turns", "the flat list with `path`'s ten columns", "1.3x"},
 	"flat-wide":         {"the flat list with `path`'s ten columns (never-edited conversations)", "the flat list of four (seq, role, parts, created_at)", ""},
 	"path_at":           {"`path_at` at the latest instant (edited conversations)", "`path`", "1.3x"},
 	"edit":              {"`edit_and_resend`", "minimal SQL: lock, insert the sibling, move the head, log it; one statement", "2x"},
@@ -44,7 +46,7 @@ var goals = map[string]goal{
 }
 
 // goalOrder is the order the both-ways table prints them in.
-var goalOrder = []string{"path-linear", "path-edited", "flat-wide", "path_at", "edit", "append", "append-many", "append-many-quiet", "agent", "bytes"}
+var goalOrder = []string{"path-linear", "path-edited", "flat-wide", "path-linear-wide", "path-edited-wide", "path_at", "edit", "append", "append-many", "append-many-quiet", "agent", "bytes"}
 
 // spread picks the conversation of a client's iteration from set, spread
 // over the whole set and differing between clients.
@@ -91,8 +93,9 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 
 // reads times path on never-edited and on edited conversations against
 // the flat list, the flat list with path's ten columns against the flat
-// list of four (what the contract's columns cost any store), and path_at
-// at the latest instant against path.
+// list of four (what the contract's columns cost any store), path against
+// that wide flat list (what the tree costs beyond them), and path_at at the
+// latest instant against path.
 func (r *run) reads(ctx context.Context, linear, edited []conversation) ([]Row, error) {
 	const path = `SELECT * FROM convo.path($1)`
 	var rows []Row
@@ -106,6 +109,10 @@ func (r *run) reads(ctx context.Context, linear, edited []conversation) ([]Row, 
 		{"path-edited", fmt.Sprintf("`path`, depth %d, an edit every 10 turns", r.cfg.Length), "the same flat list",
 			edited, path, flatRead},
 		{"flat-wide", goals["flat-wide"].name, goals["flat-wide"].baseline, linear, wideRead, flatRead},
+		{"path-linear-wide", fmt.Sprintf("`path`, depth %d, never edited", r.cfg.Length), goals["path-linear-wide"].baseline,
+			linear, path, wideRead},
+		{"path-edited-wide", fmt.Sprintf("`path`, depth %d, an edit every 10 turns", r.cfg.Length), goals["path-edited-wide"].baseline,
+			edited, path, wideRead},
 		{"path_at", "`path_at` at the latest instant (edited conversations)", "`path`",
 			edited, `SELECT * FROM convo.path_at($1, now())`, path},
 	} {
@@ -308,13 +315,15 @@ func (r *run) logRow(row Row) {
 
 // bytesRow compares the bytes per message of pgconvo (every table, index
 // and TOAST relation of both its schemas, over the messages stored) with the
-// flat list's (over its rows), both after VACUUM. convo.conversations is
-// compacted first (VACUUM FULL): the loader moves each head a few hundred
-// times in one transaction, leaving as many dead row versions, where an
-// application's one move a transaction leaves them to be pruned at once.
+// flat list's (over its rows), both after VACUUM. convo.conversations and
+// convo.live_path are compacted first (VACUUM FULL): the loader moves each
+// head a few hundred times in one transaction, each move updating the
+// conversation's row and its last segment's, leaving as many dead row
+// versions, where an application's one move a transaction leaves them to
+// be pruned at once.
 func (r *run) bytesRow(ctx context.Context) (Row, error) {
-	if _, err := r.env.admin.Exec(ctx, `VACUUM FULL convo.conversations`); err != nil {
-		return Row{}, fmt.Errorf("compacting convo.conversations: %w", err)
+	if _, err := r.env.admin.Exec(ctx, `VACUUM FULL convo.conversations, convo.live_path`); err != nil {
+		return Row{}, fmt.Errorf("compacting convo.conversations and convo.live_path: %w", err)
 	}
 	var a, b float64
 	err := r.env.admin.QueryRow(ctx, `

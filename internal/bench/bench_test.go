@@ -40,7 +40,10 @@ func TestRunTiny(t *testing.T) {
 	cfg := tinyConfig()
 	cfg.Log = testLog{t}
 	var held string
-	cfg.Hold = func(url string) { held = url }
+	cfg.Hold = func(url string) {
+		held = url
+		checkFloorPieces(t, url)
+	}
 	res, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// checkFloorPieces checks, on a server the tiny run holds, that each piece
+// of floor.sql removes what it names: with the piece's statements run (and
+// rolled back), an append or a path read as the application's role shows
+// the piece gone, and without them, there.
+func checkFloorPieces(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var conv, owner, edited, editedOwner string
+	if err := conn.QueryRow(ctx, `SELECT conversation_id::text, owner_id FROM bench.picks WHERE set_name = 'writes' AND k = 1`).
+		Scan(&conv, &owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT conversation_id::text, owner_id FROM bench.picks WHERE set_name = 'edited' AND k = 1`).
+		Scan(&edited, &editedOwner); err != nil {
+		t.Fatal(err)
+	}
+	// Each check runs as the application's role for owner, after the
+	// piece's statements, and says whether the piece is there.
+	type check struct {
+		workload, piece string
+		owner           string
+		there           func(tx pgx.Tx) (bool, error)
+	}
+	appendOne := func(tx pgx.Tx, parts string) (string, error) {
+		var id string
+		err := tx.QueryRow(ctx, `SELECT convo.append_message($1, 'user', $2::jsonb)::text`, conv, parts).Scan(&id)
+		return id, err
+	}
+	count := func(tx pgx.Tx, query string, args ...any) (int, error) {
+		var n int
+		err := tx.QueryRow(ctx, query, args...).Scan(&n)
+		return n, err
+	}
+	checks := []check{
+		{"append", "the owner check", "someone-else", func(tx pgx.Tx) (bool, error) {
+			_, err := appendOne(tx, textParts)
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "CV002" {
+				return true, nil
+			}
+			return false, err
+		}},
+		{"append", "the checks of each part", owner, func(tx pgx.Tx) (bool, error) {
+			_, err := appendOne(tx, `[{"type": "text"}]`)
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "CV008" {
+				return true, nil
+			}
+			return false, err
+		}},
+		{"append", "the search index", owner, func(tx pgx.Tx) (bool, error) {
+			id, err := appendOne(tx, `[{"type": "text", "text": "a floorcheck word"}]`)
+			if err != nil {
+				return false, err
+			}
+			n, err := count(tx, `SELECT count(*) FROM convo.search_conversations($1, 'floorcheck') WHERE message_id = $2::uuid`, owner, id)
+			return n == 1, err
+		}},
+		{"append", "the head-log row", owner, func(tx pgx.Tx) (bool, error) {
+			id, err := appendOne(tx, textParts)
+			if err != nil {
+				return false, err
+			}
+			n, err := count(tx, `SELECT count(*) FROM convo.head_history($1) WHERE head_message_id = $2::uuid`, conv, id)
+			return n == 1, err
+		}},
+		{"append", "the live path", owner, func(tx pgx.Tx) (bool, error) {
+			id, err := appendOne(tx, textParts)
+			if err != nil {
+				return false, err
+			}
+			n, err := count(tx, `SELECT count(*) FROM convo.path($1) WHERE message_id = $2::uuid`, conv, id)
+			return n == 1, err
+		}},
+		{"path, edited", "the sibling counts", editedOwner, func(tx pgx.Tx) (bool, error) {
+			n, err := count(tx, `SELECT count(*) FROM convo.path($1) WHERE sibling_count > 1`, edited)
+			return n > 0, err
+		}},
+	}
+	for _, c := range checks {
+		for _, removed := range []bool{false, true} {
+			there, err := func() (bool, error) {
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					return false, err
+				}
+				defer tx.Rollback(ctx)
+				if removed {
+					var stmts []string
+					if err := tx.QueryRow(ctx, `SELECT statements FROM bench.floor_pieces WHERE workload = $1 AND piece = $2`,
+						c.workload, c.piece).Scan(&stmts); err != nil {
+						return false, err
+					}
+					for _, s := range stmts {
+						if _, err := tx.Exec(ctx, s); err != nil {
+							return false, err
+						}
+					}
+				}
+				if _, err := tx.Exec(ctx, `SELECT set_config('role', $1, true), set_config('convo.owner_id', $2, true)`, appRole, c.owner); err != nil {
+					return false, err
+				}
+				return c.there(tx)
+			}()
+			switch {
+			case err != nil:
+				t.Errorf("%s, %s (removed: %v): %v", c.workload, c.piece, removed, err)
+			case there == removed:
+				t.Errorf("%s, %s: removed %v, yet the piece is there: %v", c.workload, c.piece, removed, there)
+			}
+		}
+	}
+}

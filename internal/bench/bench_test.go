@@ -58,7 +58,7 @@ func TestRunTiny(t *testing.T) {
 		t.Errorf("%d rows, want one per workload of BENCHMARKS.md's table (8), 16 clients with convo.notify off, the sidebar's two pages, the wide flat list and path against it twice", len(res.Rows))
 	}
 	// The ablation: every piece of floor.sql timed (a piece whose statement
-	// no longer fits its function fails the run), four workloads.
+	// no longer fits its function fails the run), five workloads.
 	workloads := map[string]int{}
 	for _, f := range res.Floor {
 		workloads[f.Workload]++
@@ -80,8 +80,9 @@ func TestRunTiny(t *testing.T) {
 	if !seen["convo.messages"] || !seen["convo.messages_pkey"] || sum > total+0.5 || sum < total/2 {
 		t.Errorf("bytes by relation %+v (sum %.0f), want the messages' table and key among them, summing to at most the bytes row's %.0f", res.Bytes, sum, total)
 	}
-	if len(workloads) != 4 || workloads["append"] != 15 || workloads["edit_and_resend"] != 15 || workloads["path, edited"] != 7 {
-		t.Errorf("ablation rows by workload %v, want append and edit_and_resend 15 each, the two path reads 7 each", workloads)
+	if len(workloads) != 5 || workloads["append"] != 15 || workloads["edit_and_resend"] != 15 || workloads["path, edited"] != 7 ||
+		workloads["a tool call"] != 9 {
+		t.Errorf("ablation rows by workload %v, want append and edit_and_resend 15 each, the two path reads 7 each, a tool call 9", workloads)
 	}
 	if len(res.Calls) != 4 {
 		t.Errorf("%d call counts, want 4 (append, edit, tool turn, import)", len(res.Calls))

@@ -1,5 +1,6 @@
--- Where the time of a write and of a path read goes, by removing one piece
--- at a time: the bench's "what each guarantee costs" table. Each piece is
+-- Where the time of a write, an effectful call and a path read goes, by
+-- removing one piece at a time: the bench's "what each piece costs" table.
+-- Each piece is
 -- removed inside a subtransaction that is then rolled back (a constraint or
 -- an index dropped, a function recreated without a statement, a setting), the
 -- workload timed in-server on the bench's conversations as the login member
@@ -87,6 +88,20 @@ read_pieces (ord, piece, statements) AS (VALUES
         '\(SELECT jsonb_object_agg.*?GROUP BY f\.parent_id\) f\)', 'NULL::jsonb')$s$]),
     -- No statement: the timing loop reads only the flat list's four columns.
     (5, 'the columns beyond the flat list''s four', '{}')),
+call_pieces (ord, piece, statements) AS (VALUES
+    (2, 'the argument check', ARRAY[$s$SELECT bench.without('convo_private.record_tool_call(uuid, uuid, int, text, text, jsonb, uuid, int)',
+        'convo\.args_errors\(v_tool\.args_schema, v_input\)', '''{}''::text[]')$s$]),
+    (3, 'the re-run lookup', ARRAY[$s$SELECT bench.without('convo_private.record_tool_call(uuid, uuid, int, text, text, jsonb, uuid, int)',
+        'convo_private\.rerun_candidate\(.*?\);', 'NULL;')$s$]),
+    (4, 'the effect''s event row', ARRAY[$s$SELECT bench.without('convo_private.record_tool_call(uuid, uuid, int, text, text, jsonb, uuid, int)',
+        'PERFORM convo_private\.effect_event\(.*?\);', '')$s$]),
+    (5, 'the ledger''s CHECK constraints', ARRAY[$s$SELECT bench.drop_constraints('convo.tool_effects', 'c')$s$,
+        $s$SELECT bench.drop_constraints('convo.tool_effect_calls', 'c')$s$, $s$SELECT bench.drop_constraints('convo.tool_effect_events', 'c')$s$]),
+    (6, 'the ledger''s foreign keys', ARRAY[$s$SELECT bench.drop_constraints('convo.tool_effect_calls', 'f')$s$,
+        $s$SELECT bench.drop_constraints('convo.tool_effect_events', 'f')$s$, $s$SELECT bench.drop_constraints('convo.tool_effects', 'f')$s$]),
+    (7, 'the ledger''s indexes beyond its keys (open, applied, a call''s effect)', ARRAY[
+        'DROP INDEX convo.tool_effects_open_idx', 'DROP INDEX convo.tool_effects_applied_idx',
+        'DROP INDEX convo.tool_effect_calls_effect_idx'])),
 pieces (kind, ord, piece, statements) AS (
     SELECT 'write', 1, 'pgconvo', '{}'::text[]
     UNION ALL SELECT 'write', * FROM write_pieces
@@ -95,15 +110,22 @@ pieces (kind, ord, piece, statements) AS (
     UNION ALL SELECT 'read', 1, 'pgconvo', '{}'
     UNION ALL SELECT 'read', * FROM read_pieces
     UNION ALL SELECT 'read', 100, 'everything', (SELECT array_agg(s ORDER BY r.ord, o) FROM read_pieces r, unnest(r.statements) WITH ORDINALITY AS u (s, o))
-    UNION ALL SELECT 'read', 101, 'bare', '{}')
+    UNION ALL SELECT 'read', 101, 'bare', '{}'
+    UNION ALL SELECT 'call', 1, 'pgconvo', '{}'
+    UNION ALL SELECT 'call', * FROM call_pieces
+    UNION ALL SELECT 'call', 100, 'everything', (SELECT array_agg(s ORDER BY c.ord, o) FROM call_pieces c, unnest(c.statements) WITH ORDINALITY AS u (s, o))
+    UNION ALL SELECT 'call', 101, 'bare', '{}')
 SELECT w.workload, p.ord, p.piece, p.statements
   FROM pieces p
-  JOIN (VALUES ('append', 'write'), ('edit_and_resend', 'write'), ('path, never edited', 'read'), ('path, edited', 'read')) AS w (workload, kind)
+  JOIN (VALUES ('append', 'write'), ('edit_and_resend', 'write'), ('path, never edited', 'read'), ('path, edited', 'read'),
+               ('a tool call', 'call')) AS w (workload, kind)
     ON w.kind = p.kind;
 
 -- bench.floor_round times each workload with each piece removed, p_calls
 -- calls a piece, and answers every call's time. The writes go to the
--- bench's written conversations (the edit to each one's target), the reads
+-- bench's written conversations (the edit to each one's target; a tool call
+-- is an assistant message of one effectful call, beside the same message in
+-- text), the reads
 -- to its never-edited and edited ones; what the writes add is rolled back
 -- with the piece. The pieces go in an order rotated by p_round; the caller
 -- vacuums between rounds, so that no round's writes read past the dead rows
@@ -166,6 +188,16 @@ BEGIN
                          h AS (UPDATE bench.conversations b SET head_message_id = m.id FROM m WHERE b.id = m.conversation_id)
                     INSERT INTO bench.head_log (conversation_id, head_message_id, previous_head_id, reason)
                     SELECT m.conversation_id, m.id, c.head_message_id, 'user_edit' FROM m, c;
+                ELSIF v_piece.workload = 'a tool call' AND v_piece.piece = 'bare' THEN
+                    -- The same message in text.
+                    PERFORM convo.append_message(v_convs[v_k], 'assistant', p_text);
+                ELSIF v_piece.workload = 'a tool call' THEN
+                    -- An effectful call of its own (a fresh id and amount:
+                    -- decided execute), as an agent turn's.
+                    PERFORM convo.append_message(v_convs[v_k], 'assistant', jsonb_build_array(jsonb_build_object(
+                        'type', 'tool_use', 'id', 'toolu_' || replace(gen_random_uuid()::text, '-', ''),
+                        'name', 'bench_purchase', 'input', jsonb_build_object(
+                            'amount_minor', 1 + (random() * 1e9)::bigint, 'currency', 'EUR'))));
                 ELSIF v_piece.workload = 'edit_and_resend' THEN
                     PERFORM convo.edit_and_resend(v_convs[v_k], v_target[v_k], p_text);
                 ELSIF v_piece.piece = 'bare' THEN

@@ -88,6 +88,31 @@ func checkFloorPieces(t *testing.T, url string) {
 			n, err := count(tx, `SELECT count(*) FROM convo.path($1) WHERE message_id = $2::uuid`, conv, id)
 			return n == 1, err
 		}},
+		{"a tool call", "the argument check", owner, func(tx pgx.Tx) (bool, error) {
+			// An amount below the schema's minimum: rejected when checked.
+			if _, err := tx.Exec(ctx, `SELECT convo.append_message($1, 'assistant', '[{"type": "tool_use", "id": "toolu_floorcheck",
+				"name": "bench_purchase", "input": {"amount_minor": 0, "currency": "EUR"}}]'::jsonb)`, conv); err != nil {
+				return false, err
+			}
+			n, err := count(tx, `SELECT count(*) FROM convo.effect_for_call($1, 'toolu_floorcheck') WHERE decision = 'rejected'`, conv)
+			return n == 1, err
+		}},
+		{"a tool call", "the effect's event row", owner, func(tx pgx.Tx) (bool, error) {
+			if _, err := tx.Exec(ctx, `SELECT convo.append_message($1, 'assistant', '[{"type": "tool_use", "id": "toolu_floorevent",
+				"name": "bench_purchase", "input": {"amount_minor": 17, "currency": "EUR"}}]'::jsonb)`, conv); err != nil {
+				return false, err
+			}
+			var effect string
+			if err := tx.QueryRow(ctx, `SELECT effect_id::text FROM convo.effect_for_call($1, 'toolu_floorevent')`, conv).Scan(&effect); err != nil {
+				return false, err
+			}
+			// The events, which the application's role does not read, as the superuser.
+			if _, err := tx.Exec(ctx, `SELECT set_config('role', 'none', true)`); err != nil {
+				return false, err
+			}
+			n, err := count(tx, `SELECT count(*) FROM convo.tool_effect_events WHERE effect_id = $1::uuid`, effect)
+			return n == 1, err
+		}},
 		{"path, edited", "the sibling counts", editedOwner, func(tx pgx.Tx) (bool, error) {
 			n, err := count(tx, `SELECT count(*) FROM convo.path($1) WHERE sibling_count > 1`, edited)
 			return n > 0, err

@@ -88,8 +88,8 @@ type Result struct {
 	Chart     []Point
 	Growth    []Growth
 	Calls     []CallCount
-	// Floor is the ablation (floor.sql): the writes and the path read with
-	// one piece removed at a time.
+	// Floor is the ablation (floor.sql): the writes, an effectful call and
+	// the path read with one piece removed at a time.
 	Floor []FloorCost
 	// Bytes is the bytes row relation by relation.
 	Bytes   []RelationBytes

@@ -1,11 +1,11 @@
 -- Where the time of a write, an effectful call and a path read goes, by
 -- removing one piece at a time: the bench's "what each piece costs" table.
--- Each piece is
--- removed inside a subtransaction that is then rolled back (a constraint or
--- an index dropped, a function recreated without a statement, a setting), the
--- workload timed in-server on the bench's conversations as the login member
--- of convo_app with the owner set, and every piece is timed in every round,
--- in a rotated order, so that the machine's drift falls on all alike.
+-- Each piece is removed inside a subtransaction that is then rolled back (a
+-- constraint or an index dropped, a function recreated without a statement,
+-- a setting), the workload timed in-server on the bench's conversations as
+-- the login member of convo_app with the owner set, and every piece is timed
+-- in every round, in a rotated order, so that the machine's drift falls on
+-- all alike.
 
 -- bench.without recreates p_function with the one match of p_pattern (a
 -- regular expression) replaced by p_instead; a pattern that matches other
@@ -44,8 +44,9 @@ $$;
 
 -- bench.floor_pieces: each workload's pieces, in the table's order, with
 -- the statements that remove each. 'pgconvo' removes nothing; 'bare' is the
--- baseline (the bench's floor statement, or the flat list); 'everything'
--- removes every piece of the workload at once.
+-- baseline (the bench's floor statement, the same message in text for a
+-- tool call, or the flat list); 'everything' removes every piece of the
+-- workload at once.
 CREATE TABLE bench.floor_pieces (
     workload   text   NOT NULL,
     ord        int    NOT NULL,
@@ -125,11 +126,10 @@ SELECT w.workload, p.ord, p.piece, p.statements
 -- calls a piece, and answers every call's time. The writes go to the
 -- bench's written conversations (the edit to each one's target; a tool call
 -- is an assistant message of one effectful call, beside the same message in
--- text), the reads
--- to its never-edited and edited ones; what the writes add is rolled back
--- with the piece. The pieces go in an order rotated by p_round; the caller
--- vacuums between rounds, so that no round's writes read past the dead rows
--- of the rounds before.
+-- text), the reads to its never-edited and edited ones; what the writes add
+-- is rolled back with the piece. The pieces go in an order rotated by
+-- p_round; the caller vacuums between rounds, so that no round's writes read
+-- past the dead rows of the rounds before.
 CREATE FUNCTION bench.floor_round(p_round int, p_calls int, p_role text, p_text jsonb)
 RETURNS TABLE (workload text, piece text, us float8)
 LANGUAGE plpgsql

@@ -217,18 +217,37 @@ func TestAttackCallPathForgedIndexDecides(t *testing.T) {
 	}
 }
 
-// TestAttackCallPathDuplicateIndexRowAppends: a superuser's stray second
-// row of a branch in live_path (self_check's live_path_index sees it) must
-// not make every append of a call below the head fail; before 0051
-// record_tool_call never read the index.
+// TestAttackCallPathDuplicateIndexRowAppends: a stray second row of a
+// branch in live_path is refused, written by the superuser past the guards
+// (live_path_branch_key, 0052) or as the tables' owner, and writes nothing; and an append of a call below the head still succeeds (before
+// 0052 the stray row was written, and must not make every such append
+// fail; before 0051 record_tool_call never read the index).
 func TestAttackCallPathDuplicateIndexRowAppends(t *testing.T) {
+	ctx := context.Background()
 	db := newDB(t)
 	conv, _, a1b := forgedShape(t, db)
-	mustExec(t, db, `INSERT INTO convo.live_path (conversation_id, min_depth, branch_id, max_depth) VALUES ($1, 1, $2, 2)`, conv, a1b)
-	if _, err := db.Exec(context.Background(), `SELECT convo.append_message($1, 'assistant', $2)`,
-		conv, effToolUses(effBuy("x2", "buy", 1))); err != nil {
-		t.Errorf("an append with a call below a head whose branch has a stray second live_path row: %v", err)
+	rows := `SELECT count(*) FROM convo.live_path WHERE conversation_id = $1`
+	before := queryRow[int64](t, db, rows, conv)
+	stray := `INSERT INTO convo.live_path (conversation_id, min_depth, branch_id, max_depth) VALUES ($1, 1, $2, 2)`
+	_, err := db.Exec(ctx, stray, conv, a1b)
+	requireSQLStateIn(t, err, "23505")
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if _, err := tx.Exec(ctx, `SET LOCAL ROLE convo_owner`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, stray, conv, a1b)
+	_ = tx.Rollback(ctx)
+	// As the tables' owner the forgery guard refuses it first.
+	requireSQLStateIn(t, err, "CV005", "23505")
+	requireEqual(t, "live_path rows after the refused strays", queryRow[int64](t, db, rows, conv), before)
+	if _, err := db.Exec(ctx, `SELECT convo.append_message($1, 'assistant', $2)`,
+		conv, effToolUses(effBuy("x2", "buy", 1))); err != nil {
+		t.Errorf("an append with a call below the head: %v", err)
+	}
+	requireEqual(t, "self_check failures", failingChecks(t, db), "")
 }
 
 // TestAttackCallPathHelpersMatchSQL: json_path and effect_money, now

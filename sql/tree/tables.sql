@@ -83,6 +83,7 @@ CREATE TABLE convo.live_path (
     branch_id uuid NOT NULL,
     max_depth integer NOT NULL,
     CONSTRAINT live_path_pkey PRIMARY KEY (conversation_id, min_depth),
+    CONSTRAINT live_path_branch_key UNIQUE (conversation_id, branch_id),
     CONSTRAINT live_path_depths_check CHECK (max_depth >= min_depth),
     CONSTRAINT live_path_min_depth_check CHECK (min_depth >= 0)
 );

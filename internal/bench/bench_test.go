@@ -43,6 +43,7 @@ func TestRunTiny(t *testing.T) {
 	cfg.Hold = func(url string) {
 		held = url
 		checkFloorPieces(t, url)
+		checkLedgerRows(t, url)
 	}
 	res, err := Run(ctx, cfg)
 	if err != nil {
@@ -54,8 +55,8 @@ func TestRunTiny(t *testing.T) {
 	if res.Messages < int64(cfg.Conversations*cfg.Length) {
 		t.Errorf("%d messages loaded, want at least %d", res.Messages, cfg.Conversations*cfg.Length)
 	}
-	if len(res.Rows) != 14 {
-		t.Errorf("%d rows, want one per workload of BENCHMARKS.md's table (8), 16 clients with convo.notify off, the sidebar's two pages, the wide flat list and path against it twice", len(res.Rows))
+	if len(res.Rows) != 15 {
+		t.Errorf("%d rows, want one per workload of BENCHMARKS.md's table (8), 16 clients with convo.notify off, the sidebar's two pages, the wide flat list and path against it twice, the agent turn with the ledger's rows alone", len(res.Rows))
 	}
 	// The ablation: every piece of floor.sql timed (a piece whose statement
 	// no longer fits its function fails the run), five workloads.

@@ -118,6 +118,10 @@ func (res *Result) FloorTable() string {
 				// The call is one of the turn's four transactions.
 				fmt.Fprintf(&b, " In the application's shape (pgbench) the turn in text took %s, so the goal (%s) leaves the agent turn %s over it; it took %s over it there. This call is one of its four transactions; in-server it cost %s more than the same message in text.",
 					value(s.B, "µs"), g.goal, value((limit-1)*s.B, "µs"), value(s.A-s.B, "µs"), value(all-bare, "µs"))
+				if rows, ok := shaped["agent-rows"]; ok {
+					fmt.Fprintf(&b, " With the ledger's rows alone, nothing decided (agent-rows), the turn took %s over its text turn there (%.2fx), %.0f%% of what the goal leaves.",
+						value(rows.A-rows.B, "µs"), rows.Ratio, 100*(rows.A-rows.B)/((limit-1)*rows.B))
+				}
 			} else {
 				fmt.Fprintf(&b, " In the application's shape (pgbench) the baseline took %s, so the goal (%s) leaves pgconvo %s over it; it took %s over it there, and %s in-server.",
 					value(s.B, "µs"), g.goal, value((limit-1)*s.B, "µs"), value(s.A-s.B, "µs"), value(all-bare, "µs"))

@@ -121,6 +121,7 @@ COMMIT;
 		{key: "append-many", a: many(appendAPI), b: many(appendBase), write: true, many: true},
 		{key: "append-many-quiet", a: many(appendAPI), b: many(appendBase), write: true, many: true, quiet: true},
 		{key: "agent", a: turn, b: textTurn, write: true, turn: true},
+		{key: "agent-rows", a: turn, b: textTurn, write: true, turn: true, ledgerRows: true},
 	}
 }
 
@@ -129,6 +130,7 @@ type shapedPair struct {
 	key, a, b   string
 	write, many bool // a write's script is one call on a written conversation; many: ManyClients at once
 	quiet, turn bool // quiet: convo.notify off; turn: the scripts are whole agent turns
+	ledgerRows  bool // the ledger's rows alone in place of pgconvo's decision (withLedgerRows)
 }
 
 // savePicks numbers the sets' conversations for the scripts, and the edit's
@@ -202,22 +204,33 @@ func (r *run) shaped(ctx context.Context, sizes map[string]int, writes bool) ([]
 			count = max(count/4, 2)
 		}
 		var as, bs []pgbenchRun
-		for round := 0; round < rounds; round++ {
-			order := []string{p.a, p.b}
-			if round%2 == 1 {
-				order = []string{p.b, p.a}
-			}
-			for i, script := range order {
-				res, err := runPgbench(ctx, bin, dir, conninfo, script, clients, count, p.quiet)
-				if err != nil {
-					return nil, fmt.Errorf("pgbench, %s: %w", p.key, err)
+		measure := func() error {
+			for round := 0; round < rounds; round++ {
+				order := []string{p.a, p.b}
+				if round%2 == 1 {
+					order = []string{p.b, p.a}
 				}
-				if (i == 0) == (round%2 == 0) {
-					as = append(as, res)
-				} else {
-					bs = append(bs, res)
+				for i, script := range order {
+					res, err := runPgbench(ctx, bin, dir, conninfo, script, clients, count, p.quiet)
+					if err != nil {
+						return fmt.Errorf("pgbench, %s: %w", p.key, err)
+					}
+					if (i == 0) == (round%2 == 0) {
+						as = append(as, res)
+					} else {
+						bs = append(bs, res)
+					}
 				}
 			}
+			return nil
+		}
+		if p.ledgerRows {
+			err = r.withLedgerRows(ctx, measure)
+		} else {
+			err = measure()
+		}
+		if err != nil {
+			return nil, err
 		}
 		row := shapedRow(p, as, bs, count*clients*rounds)
 		r.logRow(row)

@@ -42,11 +42,12 @@ var goals = map[string]goal{
 	"append-many":       {"`append_message`, many clients", "the minimal append, as many clients", "2x"},
 	"append-many-quiet": {"`append_message`, many clients, `convo.notify` off", "the minimal append, as many clients", "2x"},
 	"agent":             {"an agent turn with an effectful tool call (4 transactions)", "the same 4 transactions, text in place of the call and the result", "1.3x"},
+	"agent-rows":        {"the same agent turn with the ledger's rows alone (nothing decided: no argument check, fork point, key rule or re-run lookup; a call's three rows in one statement)", "the same 4 transactions in text", ""},
 	"bytes":             {"bytes per message, every table, index and copy (after VACUUM)", "the flat list", "2x"},
 }
 
 // goalOrder is the order the both-ways table prints them in.
-var goalOrder = []string{"path-linear", "path-edited", "flat-wide", "path-linear-wide", "path-edited-wide", "path_at", "edit", "append", "append-many", "append-many-quiet", "agent", "bytes"}
+var goalOrder = []string{"path-linear", "path-edited", "flat-wide", "path-linear-wide", "path-edited-wide", "path_at", "edit", "append", "append-many", "append-many-quiet", "agent", "agent-rows", "bytes"}
 
 // spread picks the conversation of a client's iteration from set, spread
 // over the whole set and differing between clients.
@@ -197,6 +198,19 @@ func (r *run) writes(ctx context.Context, set []conversation, targets map[string
 	if err != nil {
 		return nil, err
 	}
+	rows = append(rows, row)
+	r.logRow(row)
+
+	// The same turn's floor: how much of the goal's allowance the ledger's
+	// rows take before anything is decided.
+	if err := r.withLedgerRows(ctx, func() error {
+		row, err = r.agentTurns(ctx, set)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	g := goals["agent-rows"]
+	row.Key, row.Workload, row.Baseline, row.Goal = "agent-rows", g.name, g.baseline, g.goal
 	rows = append(rows, row)
 	r.logRow(row)
 	return rows, nil

@@ -1,0 +1,129 @@
+-- The agent turn's floor: the ledger's rows alone. bench.ledger_rows(true)
+-- gives record_tool_call, settle_effect and effect_for_call bodies that
+-- write and read the same rows as pgconvo's (an effect, its first event and
+-- the call's row; the settlement's update and its event), into the same
+-- tables under the same constraints, indexes, triggers and notifications,
+-- but decide nothing: no argument check, fork point, key rule, deduplication
+-- or re-run lookup, no check of a settlement's arguments and no
+-- tool-call lookup before the answer. Each call's rows are one statement and a
+-- settlement's one more, as the issue's prototype asked. Every call is
+-- 'execute' under a key of its own. Only the bodies change: each
+-- function keeps its arguments, owner, grants, SECURITY DEFINER and SET
+-- clauses. bench.ledger_rows(false) puts pgconvo's bodies back. It runs as
+-- the superuser on the bench's own server, committed (pgbench's
+-- connections must see it), and the bench puts pgconvo's back before
+-- anything else runs. Creating it again changes nothing.
+
+CREATE TABLE IF NOT EXISTS bench.ledger_saved (
+    fn  regprocedure PRIMARY KEY,
+    def text NOT NULL
+);
+
+CREATE OR REPLACE FUNCTION bench.ledger_rows(p_on boolean)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_fn   regprocedure;
+    v_def  text;
+    v_body text;
+BEGIN
+    IF NOT p_on THEN
+        FOR v_def IN SELECT s.def FROM bench.ledger_saved s LOOP
+            EXECUTE v_def;
+        END LOOP;
+        DELETE FROM bench.ledger_saved;
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM bench.ledger_saved) THEN
+        RAISE EXCEPTION 'the ledger''s rows alone are in place already';
+    END IF;
+    FOR v_fn, v_body IN VALUES
+        ('convo_private.record_tool_call(uuid, uuid, int, text, text, jsonb, uuid, int)'::regprocedure, $body$
+DECLARE
+    v_tool convo.tools;
+    v_now  timestamptz := clock_timestamp();
+    v_id   uuid := gen_random_uuid();
+    v_key  text := 'tool_call:' || md5(p_conversation_id || '|' || p_tool_call_id);
+    v_seq  bigint;
+BEGIN
+    SELECT * INTO v_tool FROM convo.tools t WHERE t.name = p_tool_name ORDER BY t.version DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    WITH e AS (
+        INSERT INTO convo.tool_effects
+            (conversation_id, id, tool_name, tool_version, idempotency_key, scope_key, state, arguments,
+             amount_minor, currency, requested_at, deadline_at)
+        VALUES (p_conversation_id, v_id, v_tool.name, v_tool.version, v_key, v_key, 'pending', p_input,
+                (p_input ->> v_tool.amount_arg)::bigint, p_input ->> v_tool.currency_arg, v_now, v_now + v_tool.deadline)
+        RETURNING id),
+    ev AS (
+        INSERT INTO convo.tool_effect_events (conversation_id, seq, effect_id, from_state, to_state, actor, evidence)
+        SELECT p_conversation_id,
+               coalesce((SELECT v.seq FROM convo.tool_effect_events v
+                          WHERE v.conversation_id = p_conversation_id ORDER BY v.seq DESC LIMIT 1), 0) + 1,
+               e.id, 'requested', 'pending', convo_private.caller(), '{}'
+          FROM e
+        RETURNING seq),
+    c AS (
+        INSERT INTO convo.tool_effect_calls
+            (conversation_id, tool_call_id, message_id, ordinal, effect_id, decision, tool_name, tool_version,
+             branch_id, depth)
+        SELECT p_conversation_id, p_tool_call_id, p_message_id, p_ordinal, e.id, 'execute', v_tool.name,
+               v_tool.version, p_branch_id, p_depth
+          FROM e)
+    SELECT ev.seq INTO v_seq FROM ev;
+    IF convo_private.notifies() THEN
+        PERFORM pg_notify('convo_effect', json_build_object(
+            'kind', 'effect', 'conversation_id', p_conversation_id, 'effect_id', v_id,
+            'seq', v_seq, 'from_state', 'requested', 'state', 'pending')::text);
+    END IF;
+END;
+$body$),
+        ('convo.settle_effect(uuid, uuid, text, text, int, text, jsonb)'::regprocedure, $body$
+DECLARE
+    v_seq bigint;
+BEGIN
+    PERFORM convo_private.lock_conversation(p_conversation_id);
+    WITH u AS (
+        UPDATE convo.tool_effects e
+           SET state = p_state, external_ref = p_external_ref, http_status = p_http_status,
+               error_code = p_error_code, settled_at = clock_timestamp()
+         WHERE e.conversation_id = p_conversation_id AND e.id = p_effect_id AND e.state = 'pending'
+        RETURNING e.id),
+    ev AS (
+        INSERT INTO convo.tool_effect_events (conversation_id, seq, effect_id, from_state, to_state, actor, evidence)
+        SELECT p_conversation_id,
+               coalesce((SELECT v.seq FROM convo.tool_effect_events v
+                          WHERE v.conversation_id = p_conversation_id ORDER BY v.seq DESC LIMIT 1), 0) + 1,
+               u.id, 'pending', p_state, convo_private.caller(), p_evidence
+          FROM u
+        RETURNING seq)
+    SELECT ev.seq INTO v_seq FROM ev;
+    IF convo_private.notifies() THEN
+        PERFORM pg_notify('convo_effect', json_build_object(
+            'kind', 'effect', 'conversation_id', p_conversation_id, 'effect_id', p_effect_id,
+            'seq', v_seq, 'from_state', 'pending', 'state', p_state)::text);
+    END IF;
+END;
+$body$),
+        ('convo.effect_for_call(uuid, text)'::regprocedure, $body$
+BEGIN
+    PERFORM convo_private.conversation_ref(p_conversation_id);
+    RETURN QUERY
+    SELECT e.id, l.decision, e.state, e.idempotency_key, e.external_ref, e.http_status, e.error_code
+      FROM convo.tool_effect_calls l
+      LEFT JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+     WHERE l.conversation_id = p_conversation_id AND l.tool_call_id = p_tool_call_id;
+END;
+$body$)
+    LOOP
+        v_def := pg_get_functiondef(v_fn);
+        INSERT INTO bench.ledger_saved VALUES (v_fn, v_def);
+        -- The header as it is (pg_get_functiondef quotes the body with
+        -- $function$), the body replaced.
+        EXECUTE left(v_def, strpos(v_def, '$function$') - 1) || '$function$' || v_body || '$function$';
+    END LOOP;
+END;
+$$;

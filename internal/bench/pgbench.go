@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -265,22 +266,31 @@ func (r *run) setFsync(ctx context.Context, on bool) error {
 	return fmt.Errorf("fsync is still not %s after a reload", v)
 }
 
-// pgbenchRun is what one pgbench run measured: every transaction's latency
-// (from its per-transaction log) and the throughput it printed.
+// pgbenchRun is what one pgbench run measured past each connection's
+// warm-up: every transaction's latency (from its per-transaction log) and
+// the throughput.
 type pgbenchRun struct {
 	latencies []float64 // µs
 	tps       float64
 }
 
-var (
-	pgbenchTPS  = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
-	pgbenchDone = regexp.MustCompile(`number of transactions actually processed: (\d+)/(\d+)`)
-)
+// pgbenchWarmup is how many transactions each pgbench client runs first,
+// uncounted: a new connection compiles each PL/pgSQL function at its first
+// call and plans each of its statements afresh for its first five runs, and
+// an agent turn runs most of its statements once (its first turn took 10 to
+// 15 times a later one's, its next six 1.3 to 2 times). An application's pooled
+// connection runs thousands of transactions, as the Go pairs' pools do.
+const pgbenchWarmup = 10
 
-// runPgbench runs script on clients connections, count transactions (of
-// the script) each, and reads every transaction's latency and the throughput. A run
-// that did not process every transaction (a client that failed) is an
-// error, with pgbench's output.
+var pgbenchDone = regexp.MustCompile(`number of transactions actually processed: (\d+)/(\d+)`)
+
+// runPgbench runs script on clients connections, pgbenchWarmup and then
+// count transactions (of the script) each, and reads the latency of every
+// transaction past the warm-up and the throughput while every client was past
+// it (from the first instant every client had finished its warm-up to the
+// last at which all were still running; without such a while, over the span
+// the measured transactions ran in). A run that did not process every transaction
+// (a client that failed) is an error, with pgbench's output.
 func runPgbench(ctx context.Context, bin, dir, conninfo, script string, clients, count int, quiet bool) (pgbenchRun, error) {
 	f, err := os.CreateTemp(dir, "script-*.sql")
 	if err != nil {
@@ -296,7 +306,7 @@ func runPgbench(ctx context.Context, bin, dir, conninfo, script string, clients,
 		return pgbenchRun{}, err
 	}
 	cmd := exec.CommandContext(ctx, bin, "-n", "-M", "prepared", "-c", strconv.Itoa(clients),
-		"-j", strconv.Itoa(min(clients, 4)), "-t", strconv.Itoa(count), "-f", f.Name(),
+		"-j", strconv.Itoa(min(clients, 4)), "-t", strconv.Itoa(pgbenchWarmup+count), "-f", f.Name(),
 		"-l", "--log-prefix", filepath.Join(logs, "tx"), conninfo)
 	cmd.Dir = logs
 	cmd.Env = os.Environ()
@@ -307,38 +317,79 @@ func runPgbench(ctx context.Context, bin, dir, conninfo, script string, clients,
 	if err != nil {
 		return pgbenchRun{}, fmt.Errorf("%w: %s", err, tail(out, 20))
 	}
-	done := pgbenchDone.FindSubmatch(out)
-	tps := pgbenchTPS.FindSubmatch(out)
-	if done == nil || string(done[1]) != string(done[2]) || tps == nil {
+	if done := pgbenchDone.FindSubmatch(out); done == nil || string(done[1]) != string(done[2]) {
 		return pgbenchRun{}, fmt.Errorf("not every transaction was processed: %s", tail(out, 20))
 	}
-	var res pgbenchRun
-	res.tps, _ = strconv.ParseFloat(string(tps[1]), 64)
-	// Each line of a per-transaction log: client, transaction, latency in
-	// µs, script, epoch seconds and µs.
+	// Each line of a per-transaction log: client, its transaction's number,
+	// latency in µs, script, and the epoch seconds and µs at which
+	// the transaction ended.
 	files, err := filepath.Glob(filepath.Join(logs, "tx.*"))
 	if err != nil {
 		return pgbenchRun{}, err
 	}
+	type done struct {
+		client int
+		end    float64
+	}
+	var ends []done
+	// A client's transactions are in its thread's log, in their order.
+	seen, warmEnd, runEnd := map[int]int{}, map[int]float64{}, map[int]float64{}
+	var res pgbenchRun
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
 			return pgbenchRun{}, err
 		}
 		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 3 {
+			fs := strings.Fields(line)
+			if len(fs) < 6 {
 				continue
 			}
-			v, err := strconv.ParseFloat(f[2], 64)
-			if err != nil {
-				return pgbenchRun{}, fmt.Errorf("pgbench's log %s: %q: %w", name, line, err)
+			var v [6]float64
+			for i := range v {
+				if i == 3 {
+					continue // the script's number
+				}
+				if v[i], err = strconv.ParseFloat(fs[i], 64); err != nil {
+					return pgbenchRun{}, fmt.Errorf("pgbench's log %s: %q: %w", name, line, err)
+				}
 			}
-			res.latencies = append(res.latencies, v)
+			d := done{client: int(v[0]), end: v[4] + v[5]/1e6}
+			seen[d.client]++
+			if seen[d.client] <= pgbenchWarmup {
+				warmEnd[d.client] = max(warmEnd[d.client], d.end)
+				continue
+			}
+			if _, ok := runEnd[d.client]; !ok || d.end > runEnd[d.client] {
+				runEnd[d.client] = d.end
+			}
+			res.latencies = append(res.latencies, v[2])
+			ends = append(ends, d)
 		}
 	}
-	if len(res.latencies) != clients*count {
-		return pgbenchRun{}, fmt.Errorf("pgbench's logs hold %d transactions, want %d", len(res.latencies), clients*count)
+	if len(res.latencies) != clients*count || len(warmEnd) != clients {
+		return pgbenchRun{}, fmt.Errorf("pgbench's logs hold %d transactions past %d clients' warm-ups, want %d", len(res.latencies), len(warmEnd), clients*count)
+	}
+	from, to := 0.0, math.Inf(1)
+	for c := range warmEnd {
+		from, to = max(from, warmEnd[c]), min(to, runEnd[c])
+	}
+	var n int
+	for _, d := range ends {
+		if d.end > from && d.end <= to {
+			n++
+		}
+	}
+	if to > from && n > 0 {
+		res.tps = float64(n) / (to - from)
+	} else {
+		// No instant at which all were past it (a client done before another
+		// was warm): every measured transaction over the span they ran in.
+		first, last := math.Inf(1), 0.0
+		for c := range warmEnd {
+			first, last = min(first, warmEnd[c]), max(last, runEnd[c])
+		}
+		res.tps = float64(len(ends)) / (last - first)
 	}
 	return res, nil
 }

@@ -275,11 +275,13 @@ func TestRerunLookupReadsCallsWithoutAPlace(t *testing.T) {
 }
 
 // messageRowsRead counts the rows of convo.messages that an append of an
-// assistant message calling tool reads (rowsRead).
+// assistant message calling tool twice reads (rowsRead): the second call
+// has the first at its fork point, so its path is read.
 func messageRowsRead(t *testing.T, db *pgxpool.Pool, conv, tool, id string) int64 {
 	t.Helper()
 	return rowsRead(t, db, "convo.messages", func(ctx context.Context, tx pgx.Tx) {
-		if _, err := tx.Exec(ctx, `SELECT convo.append_message($1, 'assistant', $2)`, conv, effToolUses(effBuy(id, tool, 1))); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT convo.append_message($1, 'assistant', $2)`, conv,
+			effToolUses(effBuy(id, tool, 1), effBuy(id+"-again", tool, 2))); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -325,4 +327,62 @@ func TestNextCallReadsTheSameWhateverTheBranchPointsAbove(t *testing.T) {
 	// path, is still a re-run's candidate.
 	agentRound(t, db, conv, "buy", "c2", 8)
 	requireEqual(t, "the next call on the regenerated branch", effLink(t, db, conv, "c2").Decision, "confirm")
+}
+
+// livePathRowsRead counts the rows of convo.live_path that an append of an
+// assistant message with parts reads (rowsRead), rolled back.
+func livePathRowsRead(t *testing.T, db *pgxpool.Pool, conv, parts string) int64 {
+	t.Helper()
+	return rowsRead(t, db, "convo.live_path", func(ctx context.Context, tx pgx.Tx) {
+		if _, err := tx.Exec(ctx, `SELECT convo.append_message($1, 'assistant', $2)`, conv, parts); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestFirstCallOfAToolAtItsForkPointReadsNoPath: a turn's first call of a
+// tool has no earlier call of it at its fork point to run again, so its
+// append reads the live-path index no more than an append of text there (it
+// read the path's segments before); a later call of the same tool in the
+// turn reads them, and a call of the same tool on another branch at the
+// same fork point is still held as a re-run. Counted, not timed.
+func TestFirstCallOfAToolAtItsForkPointReadsNoPath(t *testing.T) {
+	db := newDB(t)
+	effRegisterPurchase(t, db, "buy", "tool_call", "1 hour")
+	effRegisterPurchase(t, db, "ship", "tool_call", "1 hour")
+	conv := createConversation(t, db, "owner-1", "")
+	// A path of a few segments: questions edited, each answered.
+	var q string
+	for k := 1; k <= 4; k++ {
+		q = appendMsg(t, db, conv, "user", textParts(fmt.Sprintf("question %d", k)))
+		appendMsg(t, db, conv, "assistant", textParts("an answer"))
+		q = editMsg(t, db, conv, q, textParts(fmt.Sprintf("question %d, edited", k)))
+	}
+	text := livePathRowsRead(t, db, conv, textParts("a text answer"))
+	first := livePathRowsRead(t, db, conv, effToolUses(effBuy("probe1", "buy", 1)))
+	t.Logf("live-path rows read: an append of text %d, of a turn's first call %d", text, first)
+	if first > text {
+		t.Errorf("a turn's first call of a tool read %d live-path rows, text %d: it read the path", first, text)
+	}
+
+	agentRound(t, db, conv, "buy", "b1", 1)
+	requireEqual(t, "the decision of the turn's first call", effLink(t, db, conv, "b1").Decision, "execute")
+	agentRound(t, db, conv, "ship", "s1", 1)
+	requireEqual(t, "the decision of the turn's first call of another tool", effLink(t, db, conv, "s1").Decision, "execute")
+	next := livePathRowsRead(t, db, conv, effToolUses(effBuy("probe2", "buy", 2)))
+	t.Logf("live-path rows read by the turn's second call of the tool: %d", next)
+	if next <= text {
+		t.Errorf("the turn's second call of a tool read %d live-path rows, text %d: it did not read the path", next, text)
+	}
+	agentRound(t, db, conv, "buy", "b2", 2)
+	requireEqual(t, "the decision of the turn's second call, on its path", effLink(t, db, conv, "b2").Decision, "execute")
+
+	// The question edited again: b1 and b2 are on another branch at the same
+	// fork point, so the new branch's first call of buy is a re-run of b2.
+	editMsg(t, db, conv, q, textParts("question 4, edited again"))
+	appendMsg(t, db, conv, "assistant", effToolUses(effBuy("b1x", "buy", 1)))
+	l := effLink(t, db, conv, "b1x")
+	requireEqual(t, "the decision of the new branch's first call of buy", l.Decision, "confirm")
+	requireEqual(t, "what b1x repeats", effRead(t, db, conv, l.EffectID).RepeatsEffectID, effLink(t, db, conv, "b2").EffectID)
+	requireEqual(t, "self_check failures", len(failingChecks(t, db)), 0)
 }

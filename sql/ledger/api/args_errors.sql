@@ -88,8 +88,11 @@ BEGIN
         IF v_schema ? 'const' AND v_value <> v_schema -> 'const' THEN
             v_errors := v_errors || format('%s: const: must be %s', v_path, v_schema -> 'const');
         END IF;
-        IF v_schema ? 'enum' AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v_schema -> 'enum') e WHERE e = v_value) THEN
-            v_errors := v_errors || format('%s: enum: must be one of %s', v_path, v_schema -> 'enum');
+        -- Nested, so that a schema without enum evaluates no query.
+        IF v_schema ? 'enum' THEN
+            IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v_schema -> 'enum') e WHERE e = v_value) THEN
+                v_errors := v_errors || format('%s: enum: must be one of %s', v_path, v_schema -> 'enum');
+            END IF;
         END IF;
 
         IF v_type = 'string' THEN

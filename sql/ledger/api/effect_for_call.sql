@@ -23,6 +23,16 @@ DECLARE
     v_tool_name text;
 BEGIN
     PERFORM convo_private.conversation_ref(p_conversation_id);
+    -- The decision first (a call's row implies its part: a foreign key);
+    -- without one, why not.
+    RETURN QUERY
+    SELECT e.id, l.decision, e.state, e.idempotency_key, e.external_ref, e.http_status, e.error_code
+      FROM convo.tool_effect_calls l
+      LEFT JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
+     WHERE l.conversation_id = p_conversation_id AND l.tool_call_id = p_tool_call_id;
+    IF FOUND THEN
+        RETURN;
+    END IF;
     IF p_tool_call_id IS NULL THEN
         RAISE EXCEPTION 'p_tool_call_id is required' USING ERRCODE = 'CV011', DETAIL = format('conversation %s', p_conversation_id);
     END IF;
@@ -32,15 +42,6 @@ BEGIN
         PERFORM convo_private.raise_not_found('tool call', p_tool_call_id, p_conversation_id,
             convo_private.other_conversation(p_conversation_id, 'convo.keyed_parts', 'tool_call_id', p_tool_call_id,
                                              'type = ''tool_use'''));
-    END IF;
-
-    RETURN QUERY
-    SELECT e.id, l.decision, e.state, e.idempotency_key, e.external_ref, e.http_status, e.error_code
-      FROM convo.tool_effect_calls l
-      LEFT JOIN convo.tool_effects e ON e.conversation_id = l.conversation_id AND e.id = l.effect_id
-     WHERE l.conversation_id = p_conversation_id AND l.tool_call_id = p_tool_call_id;
-    IF FOUND THEN
-        RETURN;
     END IF;
     RAISE EXCEPTION 'tool % of call % was not on the allowlist when the call was appended',
             v_tool_name, p_tool_call_id

@@ -6,7 +6,9 @@
 -- it is registered); write_messages calls it for no import (those calls
 -- happened elsewhere), giving the message's place in the tree (its branch
 -- and depth, which the call's row keeps for the re-run lookup and
--- ledger_problems checks against the message). A new effect's first event
+-- ledger_problems checks against the message). A turn's first call of a
+-- tool at its fork point has nothing to run again, and is decided without
+-- reading the path. A new effect's first event
 -- is written with it (effect_event). Its statements, the re-run lookup's
 -- too (rerun_candidate), run on generic plans, made once. A generic plan
 -- made while the ledger was nearly empty may scan it (or the
@@ -75,6 +77,15 @@ BEGIN
          WHERE e.conversation_id = p_conversation_id AND e.scope_key = v_scope_key;
         IF FOUND THEN
             v_decision := 'reuse';
+        ELSIF NOT EXISTS (SELECT 1 FROM convo.tool_effect_calls l
+                           WHERE l.conversation_id = p_conversation_id
+                             AND coalesce(l.fork_point_id, l.conversation_id) = coalesce(v_fork, p_conversation_id)
+                             AND l.tool_name = p_tool_name) THEN
+            -- No call of the tool at this fork point yet (a turn's first
+            -- call of it): nothing to run again, one probe of the re-run
+            -- index, without reading the path (rerun_candidate would answer
+            -- none).
+            v_decision := 'execute';
         ELSE
             -- A call on this message's path (an earlier call of the same
             -- agent turn) is no re-run: the path's segments are read once and

@@ -42,7 +42,7 @@ var goals = map[string]goal{
 	"append-many":       {"`append_message`, many clients", "the minimal append, as many clients", "2x"},
 	"append-many-quiet": {"`append_message`, many clients, `convo.notify` off", "the minimal append, as many clients", "2x"},
 	"agent":             {"an agent turn with an effectful tool call (4 transactions)", "the same 4 transactions, text in place of the call and the result", "1.3x"},
-	"agent-rows":        {"the same agent turn with the ledger's rows alone (nothing decided: no argument check, fork point, key rule or re-run lookup; a call's three rows in one statement)", "the same 4 transactions in text", ""},
+	"agent-rows":        {"the same agent turn with the ledger's rows alone (nothing decided: no argument check, fork point, key rule or re-run lookup; a plain statement a row)", "the same 4 transactions in text", ""},
 	"bytes":             {"bytes per message, every table, index and copy (after VACUUM)", "the flat list", "2x"},
 }
 

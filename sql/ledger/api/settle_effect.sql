@@ -57,14 +57,16 @@ BEGIN
     -- An exact repeat of a settlement is a no-op, also after the effect moved
     -- on (applied, then compensated: the settlement's columns stay as they
     -- were). A rejection or a decline was no settlement: settling one is CV006.
+    -- Nested, so that settling a pending effect evaluates no query here.
     IF (v_effect.state = p_state OR (p_state = 'applied' AND v_effect.state = 'compensated'))
        AND v_effect.external_ref IS NOT DISTINCT FROM p_external_ref
        AND v_effect.http_status IS NOT DISTINCT FROM p_http_status
-       AND v_effect.error_code IS NOT DISTINCT FROM p_error_code
-       AND EXISTS (SELECT 1 FROM convo.tool_effect_events ev
+       AND v_effect.error_code IS NOT DISTINCT FROM p_error_code THEN
+        IF EXISTS (SELECT 1 FROM convo.tool_effect_events ev
                     WHERE ev.conversation_id = p_conversation_id AND ev.effect_id = p_effect_id
                       AND ev.from_state = 'pending' AND ev.to_state = p_state) THEN
-        RETURN;
+            RETURN;
+        END IF;
     END IF;
     IF v_effect.state <> 'pending' THEN
         RAISE EXCEPTION 'effect % is %: only a pending effect settles', p_effect_id, v_effect.state

@@ -277,8 +277,8 @@ type pgbenchRun struct {
 // pgbenchWarmup is how many transactions each pgbench client runs first,
 // uncounted: a new connection compiles each PL/pgSQL function at its first
 // call and plans each of its statements afresh for its first five runs, and
-// an agent turn runs most of its statements once (its first turn took 10 to
-// 15 times a later one's, its next six 1.3 to 2 times). An application's pooled
+// an agent turn runs most of its statements once (a new connection's first
+// turn took 10 to 15 times a later one's, its next six up to 3 times). An application's pooled
 // connection runs thousands of transactions, as the Go pairs' pools do.
 const pgbenchWarmup = 10
 

@@ -16,20 +16,9 @@ import (
 func checkFloorPieces(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var conv, owner, edited, editedOwner string
-	if err := conn.QueryRow(ctx, `SELECT conversation_id::text, owner_id FROM bench.picks WHERE set_name = 'writes' AND k = 1`).
-		Scan(&conv, &owner); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.QueryRow(ctx, `SELECT conversation_id::text, owner_id FROM bench.picks WHERE set_name = 'edited' AND k = 1`).
-		Scan(&edited, &editedOwner); err != nil {
-		t.Fatal(err)
-	}
+	conn := heldConn(t, url)
+	conv, owner := firstPick(t, conn, "writes")
+	edited, editedOwner := firstPick(t, conn, "edited")
 	// Each check runs as the application's role for owner, after the
 	// piece's statements, and says whether the piece is there.
 	type check struct {
@@ -151,4 +140,26 @@ func checkFloorPieces(t *testing.T, url string) {
 			}
 		}
 	}
+}
+
+// heldConn connects to the server the tiny run holds, as the superuser,
+// until the test ends.
+func heldConn(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// firstPick is the first conversation of a set of bench.picks, and its owner.
+func firstPick(t *testing.T, conn *pgx.Conn, set string) (conv, owner string) {
+	t.Helper()
+	if err := conn.QueryRow(context.Background(), `SELECT conversation_id::text, owner_id FROM bench.picks WHERE set_name = $1 AND k = 1`, set).
+		Scan(&conv, &owner); err != nil {
+		t.Fatal(err)
+	}
+	return conv, owner
 }

@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // checkLedgerRows checks, on a server the tiny run holds, that
@@ -16,11 +14,7 @@ import (
 func checkLedgerRows(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := heldConn(t, url)
 	const defs = `SELECT string_agg(pg_get_functiondef(f) || coalesce(array_to_string(p.proconfig, ','), '') || p.prosecdef
 	                                || p.proowner::regrole || coalesce(p.proacl::text, ''), '' ORDER BY f::text)
 	                FROM unnest(ARRAY['convo_private.record_tool_call(uuid, uuid, int, text, text, jsonb, uuid, int)',
@@ -31,11 +25,7 @@ func checkLedgerRows(t *testing.T, url string) {
 	if err := conn.QueryRow(ctx, defs).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	var conv, owner string
-	if err := conn.QueryRow(ctx, `SELECT conversation_id::text, owner_id FROM bench.picks WHERE set_name = 'writes' AND k = 1`).
-		Scan(&conv, &owner); err != nil {
-		t.Fatal(err)
-	}
+	conv, owner := firstPick(t, conn, "writes")
 	// call appends a call below the schema's minimum as the application's
 	// role, settles it when it is executed, and answers its decision and
 	// the effect's events, all rolled back.

@@ -1,49 +1,39 @@
--- The agent turn's floor: the ledger's rows alone. bench.ledger_rows(true)
+-- The agent turn's floor: the ledger's rows alone. bench.ledger_rows()
 -- gives record_tool_call, settle_effect and effect_for_call bodies that
 -- write and read the same rows as pgconvo's (an effect, its first event and
 -- the call's row; the settlement's update and its event), into the same
 -- tables under the same constraints, indexes, triggers and notifications,
 -- but decide nothing: no argument check, fork point, key rule, deduplication
--- or re-run lookup, no check of a settlement's arguments and no
--- tool-call lookup before the answer. Each row is one plain statement. As
--- writable CTEs (a call's three rows in one statement, a settlement's two)
--- they cost the same in-server, but in pgbench the turn measured 1.22x to
--- 1.40x of the text turn from run to run, above pgconvo's own turn in two
--- runs of three: a CTE's plan is dearer to make, and the settlement, called
--- by the application, is planned for its call at least five times a
--- connection. Every call is 'execute' under a key of its own. Only the bodies change: each
--- function keeps its arguments, owner, grants, SECURITY DEFINER and SET
--- clauses. bench.ledger_rows(false) puts pgconvo's bodies back. It runs as
--- the superuser on the bench's own server, committed (pgbench's
--- connections must see it), and the bench puts pgconvo's back before
--- anything else runs. Creating it again changes nothing.
+-- or re-run lookup, no check of a settlement's arguments and no tool-call
+-- lookup before the answer. Every call is 'execute' under a key of its own.
+-- Each row is one plain statement. As writable CTEs (a call's three rows in
+-- one statement, a settlement's two) they cost the same in-server, but in
+-- pgbench the turn measured 1.22x to 1.40x of the text turn from run to
+-- run, above pgconvo's own turn in two runs of eight: a CTE's plan is
+-- dearer to make, and the settlement, called by the application, is
+-- planned for its call at least five times a connection.
+-- Only the bodies change: each function keeps its arguments, owner, grants,
+-- SECURITY DEFINER and SET clauses. It answers pgconvo's definitions as
+-- they were, which the bench runs again to put them back. A function whose
+-- body is already the floor's (it opens with '-- bench.ledger_rows:') is
+-- refused, so that what it answers is always pgconvo's. It runs as the
+-- superuser on the bench's own server, committed (pgbench's connections
+-- must see it), and the bench puts pgconvo's back before anything else
+-- runs. Creating it again changes nothing.
 
-CREATE TABLE IF NOT EXISTS bench.ledger_saved (
-    fn  regprocedure PRIMARY KEY,
-    def text NOT NULL
-);
-
-CREATE OR REPLACE FUNCTION bench.ledger_rows(p_on boolean)
-RETURNS void
+CREATE OR REPLACE FUNCTION bench.ledger_rows()
+RETURNS text[]
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_fn   regprocedure;
-    v_def  text;
-    v_body text;
+    v_fn    regprocedure;
+    v_def   text;
+    v_body  text;
+    v_saved text[] := '{}';
 BEGIN
-    IF NOT p_on THEN
-        FOR v_def IN SELECT s.def FROM bench.ledger_saved s LOOP
-            EXECUTE v_def;
-        END LOOP;
-        DELETE FROM bench.ledger_saved;
-        RETURN;
-    END IF;
-    IF EXISTS (SELECT 1 FROM bench.ledger_saved) THEN
-        RAISE EXCEPTION 'the ledger''s rows alone are in place already';
-    END IF;
     FOR v_fn, v_body IN VALUES
         ('convo_private.record_tool_call(uuid, uuid, int, text, text, jsonb, uuid, int)'::regprocedure, $body$
+-- bench.ledger_rows: the ledger's rows alone.
 DECLARE
     v_tool convo.tools;
     v_now  timestamptz := clock_timestamp();
@@ -79,6 +69,7 @@ BEGIN
 END;
 $body$),
         ('convo.settle_effect(uuid, uuid, text, text, int, text, jsonb)'::regprocedure, $body$
+-- bench.ledger_rows: the ledger's rows alone.
 DECLARE
     v_seq bigint;
 BEGIN
@@ -101,6 +92,7 @@ BEGIN
 END;
 $body$),
         ('convo.effect_for_call(uuid, text)'::regprocedure, $body$
+-- bench.ledger_rows: the ledger's rows alone.
 BEGIN
     PERFORM convo_private.conversation_ref(p_conversation_id);
     RETURN QUERY
@@ -112,10 +104,14 @@ END;
 $body$)
     LOOP
         v_def := pg_get_functiondef(v_fn);
-        INSERT INTO bench.ledger_saved VALUES (v_fn, v_def);
+        IF strpos(v_def, '-- bench.ledger_rows:') > 0 THEN
+            RAISE EXCEPTION 'the ledger''s rows alone are in place already (%)', v_fn;
+        END IF;
+        v_saved := v_saved || v_def;
         -- The header as it is (pg_get_functiondef quotes the body with
         -- $function$), the body replaced.
         EXECUTE left(v_def, strpos(v_def, '$function$') - 1) || '$function$' || v_body || '$function$';
     END LOOP;
+    RETURN v_saved;
 END;
 $$;

@@ -6,11 +6,11 @@ import (
 )
 
 // checkLedgerRows checks, on a server the tiny run holds, that
-// bench.ledger_rows(true) puts bodies in place that write a call's rows
-// without deciding (a call below the schema's minimum is executed, its
-// effect pending with its first event, and it settles), and that
-// bench.ledger_rows(false) puts pgconvo's functions back as they were (the
-// same definitions; the same call rejected).
+// bench.ledger_rows() puts bodies in place that write a call's rows without
+// deciding (a call below the schema's minimum is executed, its effect
+// pending with its first event, and it settles), and that the definitions
+// it answers put pgconvo's functions back as they were (the same
+// definitions; the same call rejected).
 func checkLedgerRows(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
@@ -66,7 +66,8 @@ func checkLedgerRows(t *testing.T, url string) {
 	if _, err := conn.Exec(ctx, ledgerRowsSQL); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT bench.ledger_rows(true)`); err != nil {
+	var pgconvo []string
+	if err := conn.QueryRow(ctx, `SELECT bench.ledger_rows()`).Scan(&pgconvo); err != nil {
 		t.Fatal(err)
 	}
 	if err := conn.QueryRow(ctx, defs).Scan(&during); err != nil {
@@ -75,20 +76,22 @@ func checkLedgerRows(t *testing.T, url string) {
 	if d, n := call("toolu_rows_alone"); d != "execute" || n != 2 {
 		t.Errorf("the ledger's rows alone: decision %s with %d events, want execute with 2 (requested, then applied)", d, n)
 	}
-	if _, err := conn.Exec(ctx, `SELECT bench.ledger_rows(true)`); err == nil {
-		t.Errorf("bench.ledger_rows(true) twice succeeded, want an error (the saved bodies would be the bench's)")
+	if _, err := conn.Exec(ctx, `SELECT bench.ledger_rows()`); err == nil {
+		t.Errorf("bench.ledger_rows() twice succeeded, want an error (what it answered would be the bench's bodies)")
 	}
-	if _, err := conn.Exec(ctx, `SELECT bench.ledger_rows(false)`); err != nil {
-		t.Fatal(err)
+	for _, def := range pgconvo {
+		if _, err := conn.Exec(ctx, def); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := conn.QueryRow(ctx, defs).Scan(&after); err != nil {
 		t.Fatal(err)
 	}
 	if during == before {
-		t.Errorf("bench.ledger_rows(true) changed nothing")
+		t.Errorf("bench.ledger_rows() changed nothing")
 	}
 	if after != before {
-		t.Errorf("bench.ledger_rows(false) left the functions other than they were:\nbefore %s\nafter %s", before, after)
+		t.Errorf("the definitions bench.ledger_rows() answered left the functions other than they were:\nbefore %s\nafter %s", before, after)
 	}
 	if d, n := call("toolu_pgconvo_after"); d != "rejected" || n != 1 {
 		t.Errorf("after: decision %s with %d events, want rejected with 1", d, n)

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -286,11 +285,10 @@ var pgbenchDone = regexp.MustCompile(`number of transactions actually processed:
 
 // runPgbench runs script on clients connections, pgbenchWarmup and then
 // count transactions (of the script) each, and reads the latency of every
-// transaction past the warm-up and the throughput while every client was past
-// it (from the first instant every client had finished its warm-up to the
-// last at which all were still running; without such a while, over the span
-// the measured transactions ran in). A run that did not process every transaction
-// (a client that failed) is an error, with pgbench's output.
+// transaction past the warm-up and the throughput from the instant every
+// client had finished its warm-up to the run's end. A run that did not
+// process every transaction (a client that failed) is an error, with
+// pgbench's output.
 func runPgbench(ctx context.Context, bin, dir, conninfo, script string, clients, count int, quiet bool) (pgbenchRun, error) {
 	f, err := os.CreateTemp(dir, "script-*.sql")
 	if err != nil {
@@ -327,13 +325,9 @@ func runPgbench(ctx context.Context, bin, dir, conninfo, script string, clients,
 	if err != nil {
 		return pgbenchRun{}, err
 	}
-	type done struct {
-		client int
-		end    float64
-	}
-	var ends []done
 	// A client's transactions are in its thread's log, in their order.
-	seen, warmEnd, runEnd := map[int]int{}, map[int]float64{}, map[int]float64{}
+	seen, warmEnd := map[int]int{}, map[int]float64{}
+	var ends []float64 // when each measured transaction ended
 	var res pgbenchRun
 	for _, name := range files {
 		data, err := os.ReadFile(name)
@@ -354,43 +348,33 @@ func runPgbench(ctx context.Context, bin, dir, conninfo, script string, clients,
 					return pgbenchRun{}, fmt.Errorf("pgbench's log %s: %q: %w", name, line, err)
 				}
 			}
-			d := done{client: int(v[0]), end: v[4] + v[5]/1e6}
-			seen[d.client]++
-			if seen[d.client] <= pgbenchWarmup {
-				warmEnd[d.client] = max(warmEnd[d.client], d.end)
+			client, end := int(v[0]), v[4]+v[5]/1e6
+			seen[client]++
+			if seen[client] <= pgbenchWarmup {
+				warmEnd[client] = max(warmEnd[client], end)
 				continue
 			}
-			if _, ok := runEnd[d.client]; !ok || d.end > runEnd[d.client] {
-				runEnd[d.client] = d.end
-			}
 			res.latencies = append(res.latencies, v[2])
-			ends = append(ends, d)
+			ends = append(ends, end)
 		}
 	}
 	if len(res.latencies) != clients*count || len(warmEnd) != clients {
 		return pgbenchRun{}, fmt.Errorf("pgbench's logs hold %d transactions past %d clients' warm-ups, want %d", len(res.latencies), len(warmEnd), clients*count)
 	}
-	from, to := 0.0, math.Inf(1)
-	for c := range warmEnd {
-		from, to = max(from, warmEnd[c]), min(to, runEnd[c])
+	// From the last warm-up's end to the last transaction's: the client
+	// that warmed up last ran measured transactions after it, so the while
+	// holds at least one.
+	from, to, n := 0.0, 0.0, 0
+	for _, e := range warmEnd {
+		from = max(from, e)
 	}
-	var n int
-	for _, d := range ends {
-		if d.end > from && d.end <= to {
+	for _, e := range ends {
+		to = max(to, e)
+		if e > from {
 			n++
 		}
 	}
-	if to > from && n > 0 {
-		res.tps = float64(n) / (to - from)
-	} else {
-		// No instant at which all were past it (a client done before another
-		// was warm): every measured transaction over the span they ran in.
-		first, last := math.Inf(1), 0.0
-		for c := range warmEnd {
-			first, last = min(first, warmEnd[c]), max(last, runEnd[c])
-		}
-		res.tps = float64(len(ends)) / (last - first)
-	}
+	res.tps = float64(n) / (to - from)
 	return res, nil
 }
 

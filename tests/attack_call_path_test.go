@@ -219,9 +219,10 @@ func TestAttackCallPathForgedIndexDecides(t *testing.T) {
 
 // TestAttackCallPathDuplicateIndexRowAppends: a stray second row of a
 // branch in live_path is refused, written by the superuser past the guards
-// (live_path_branch_key, 0052) or as the tables' owner, and writes nothing; and an append of a call below the head still succeeds (before
-// 0052 the stray row was written, and must not make every such append
-// fail; before 0051 record_tool_call never read the index).
+// (live_path_branch_key, 0052) or as the tables' owner, and writes nothing;
+// and an append of a call below the head still succeeds (before 0052 the
+// stray row was written, and must not make every such append fail; before
+// 0051 record_tool_call never read the index).
 func TestAttackCallPathDuplicateIndexRowAppends(t *testing.T) {
 	ctx := context.Background()
 	db := newDB(t)
